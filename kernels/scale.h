@@ -1,0 +1,34 @@
+// scale: out = x * factor, elementwise.
+//
+// The one header shared by the CPU twin, the CUDA kernel and the binding: declarations and the
+// argument checks both implementations run first.
+#ifndef SCALE_LIB_KERNELS_SCALE_H_
+#define SCALE_LIB_KERNELS_SCALE_H_
+
+#include "tvm_ffi_utils.h"
+
+namespace scale_lib {
+
+// [scale_checks.begin]
+// Step 1 of every scale implementation: x and out are floating, alike, contiguous, and either the
+// same array (in-place) or disjoint.
+inline void CheckScaleArgs(const ffi::TensorView& out, const ffi::TensorView& x) {
+  CHECK_FLOATING(x);
+  CHECK_SAME_DTYPE(out, x);
+  CHECK_SAME_SHAPE(out, x);
+  CHECK_SAME_DEVICE(out, x);
+  CHECK_CONTIGUOUS(x);
+  CHECK_CONTIGUOUS(out);
+  CHECK_NO_PARTIAL_OVERLAP(out, x);
+}
+// [scale_checks.end]
+
+void ScaleCPU(ffi::TensorView out, ffi::TensorView x, double factor);
+
+#if defined(SCALE_LIB_WITH_CUDA)
+void ScaleCUDA(ffi::TensorView out, ffi::TensorView x, double factor);
+#endif
+
+}  // namespace scale_lib
+
+#endif  // SCALE_LIB_KERNELS_SCALE_H_

@@ -1,0 +1,34 @@
+"""scale_lib: C++/CUDA kernels for every Python array framework, through Apache TVM-FFI.
+
+>>> import numpy as np, scale_lib
+>>> scale_lib.scale(np.arange(3, dtype=np.float32), 2.0)
+array([0., 2., 4.], dtype=float32)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import _jax
+from ._lib import BUILD_INFO, LIB
+from .ops import scale
+
+__version__ = "0.1.0"
+
+lib = LIB
+"""The loaded TVM-FFI module: bare ABI calls with outputs first, e.g. ``lib.scale(out, x, 2.0)``."""
+
+
+def build_info() -> dict[str, Any]:
+    """How the compiled library was built: version, ``cuda`` (bool), CUDA version and archs."""
+    return dict(BUILD_INFO)
+
+
+def cuda_available() -> bool:
+    """Whether this build of scale_lib contains the CUDA kernels."""
+    return bool(BUILD_INFO["cuda"])
+
+
+_jax.register_if_jax_imported()
+
+__all__ = ["__version__", "build_info", "cuda_available", "lib", "scale"]

@@ -1,0 +1,207 @@
+"""Test backends: one per (framework, device), each able to make arrays from NumPy data, read
+them back as float64 NumPy, and call an op the way that framework's users do.
+
+A backend whose framework or device is missing skips with the reason; it never fails.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+import pytest
+
+import scale_lib
+
+DTYPES = ("float16", "bfloat16", "float32", "float64")
+
+
+def numpy_dtype(name: str) -> np.dtype:
+    if name == "bfloat16":
+        import ml_dtypes
+
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(name)
+
+
+@functools.cache
+def _module(name: str) -> Any:
+    try:
+        return importlib.import_module(name)
+    except ImportError:  # also a framework that is installed but broken
+        return None
+
+
+@functools.cache
+def has_gpu(framework: str) -> bool:
+    try:
+        if framework == "torch":
+            return bool(_module("torch").cuda.is_available())
+        if framework == "cupy":
+            return _module("cupy").cuda.runtime.getDeviceCount() > 0
+        if framework == "paddle":
+            paddle = _module("paddle")
+            return paddle.device.is_compiled_with_cuda() and paddle.device.cuda.device_count() > 0
+        if framework in ("jax", "jax_jit"):
+            return any(d.platform == "gpu" for d in _module("jax").devices())
+    except Exception:  # noqa: BLE001 - a framework without a working GPU runtime has no GPU
+        return False
+    return False
+
+
+_IMPORT_NAME = {"jax_jit": "jax"}
+
+
+@dataclass(frozen=True)
+class Backend:
+    framework: str  # numpy, torch, paddle, cupy, jax (eager), jax_jit
+    device: str  # cpu or cuda
+
+    @property
+    def id(self) -> str:
+        return f"{self.framework}-{self.device}"
+
+    @property
+    def is_jax(self) -> bool:
+        return self.framework in ("jax", "jax_jit")
+
+    @property
+    def mod(self) -> Any:
+        return _module(_IMPORT_NAME.get(self.framework, self.framework))
+
+    def skip_reason(self) -> str | None:
+        import_name = _IMPORT_NAME.get(self.framework, self.framework)
+        if self.mod is None:
+            return f"{import_name} is not installed"
+        if self.is_jax and _module("jax_tvm_ffi") is None:
+            return "jax-tvm-ffi is not installed"
+        if self.device == "cuda":
+            if not has_gpu(self.framework):
+                return f"no CUDA GPU visible to {import_name}"
+            if not scale_lib.cuda_available():
+                return "scale_lib was built without CUDA (see test_build.py)"
+        return None
+
+    def skip_if_unavailable(self) -> None:
+        reason = self.skip_reason()
+        if reason:
+            pytest.skip(reason)
+
+    # -- arrays ------------------------------------------------------------------------------
+    def asarray(self, data: np.ndarray, dtype: str) -> Any:
+        """``data`` (any NumPy array) converted to ``dtype`` on this backend."""
+        host = np.array(data, dtype=numpy_dtype(dtype), order="C")  # keeps 0-d arrays 0-d
+        fw = self.framework
+        if fw == "numpy":
+            return host
+        if fw == "torch":
+            torch = self.mod
+            t = torch.from_numpy(host.astype(np.float32) if dtype == "bfloat16" else host)
+            return t.to(device=self.device, dtype=getattr(torch, dtype))
+        if self.is_jax:
+            jax = self.mod
+            return jax.device_put(host, self._jax_device())
+        if fw == "paddle":
+            paddle = self.mod
+            place = paddle.CUDAPlace(0) if self.device == "cuda" else paddle.CPUPlace()
+            t = paddle.to_tensor(host.astype(np.float32) if dtype == "bfloat16" else host, place=place)
+            return t.astype(dtype)
+        if fw == "cupy":
+            if dtype == "bfloat16":
+                pytest.skip("CuPy has no bfloat16 dtype")
+            return self.mod.asarray(host)
+        raise AssertionError(fw)
+
+    def to_numpy(self, a: Any) -> np.ndarray:
+        """A float64 NumPy copy of backend array ``a``."""
+        fw = self.framework
+        if fw == "numpy":
+            return np.asarray(a).astype(np.float64)
+        if fw == "torch":
+            return a.detach().to("cpu", self.mod.float64).numpy()
+        if self.is_jax:
+            return np.asarray(a).astype(np.float64)
+        if fw == "paddle":
+            return a.astype("float64").cpu().numpy()
+        if fw == "cupy":
+            return self.mod.asnumpy(a).astype(np.float64)
+        raise AssertionError(fw)
+
+    def is_native(self, a: Any) -> bool:
+        """Whether ``a`` is an array of this framework on this device."""
+        fw = self.framework
+        if fw == "numpy":
+            return type(a) is np.ndarray
+        if fw == "torch":
+            return isinstance(a, self.mod.Tensor) and a.device.type == self.device
+        if self.is_jax:
+            return isinstance(a, self.mod.Array) and self._jax_platform(a) == self._jax_platform_name
+        if fw == "paddle":
+            return isinstance(a, self.mod.Tensor) and (
+                a.place.is_gpu_place() if self.device == "cuda" else a.place.is_cpu_place()
+            )
+        if fw == "cupy":
+            return isinstance(a, self.mod.ndarray)
+        raise AssertionError(fw)
+
+    def guarded_out(self, shape: tuple[int, ...], dtype: str, sentinel: float, guard: int = 16):
+        """A contiguous ``out`` view inside a larger buffer, all filled with ``sentinel``.
+
+        Returns ``(buffer, out)``: after a call, ``buffer[:guard]`` and ``buffer[-guard:]`` must
+        still hold the sentinel (no stray writes) and ``out`` must hold no sentinel (no missing
+        writes). The offset also exercises the DLPack ``byte_offset``/data-pointer handling.
+        """
+        assert not self.is_jax, "JAX arrays are immutable"
+        n = int(np.prod(shape))
+        buffer = self.asarray(np.full(n + 2 * guard, sentinel), dtype)
+        return buffer, buffer[guard : guard + n].reshape(shape)
+
+    def run(self, fn: Callable[..., Any], x: Any, *args: Any, **kwargs: Any) -> Any:
+        """Call ``fn(x, *args, **kwargs)`` as this backend's users do (inside jax.jit for jax_jit)."""
+        if self.framework == "jax_jit":
+            return self.mod.jit(lambda v: fn(v, *args, **kwargs))(x)
+        return fn(x, *args, **kwargs)
+
+    def synchronize(self) -> None:
+        if self.device != "cuda":
+            return
+        if self.framework == "torch":
+            self.mod.cuda.synchronize()
+        elif self.framework == "cupy":
+            self.mod.cuda.Device().synchronize()
+
+    # -- JAX placement -----------------------------------------------------------------------
+    @property
+    def _jax_platform_name(self) -> str:
+        return "gpu" if self.device == "cuda" else "cpu"
+
+    def _jax_device(self) -> Any:
+        return self.mod.devices(self._jax_platform_name)[0]
+
+    @staticmethod
+    def _jax_platform(a: Any) -> str:
+        return next(iter(a.devices())).platform
+
+
+FRAMEWORKS = ("numpy", "torch", "paddle", "cupy", "jax", "jax_jit")
+_DEVICES = {
+    "numpy": ("cpu",),
+    "torch": ("cpu", "cuda"),
+    "paddle": ("cpu", "cuda"),
+    "cupy": ("cuda",),
+    "jax": ("cpu", "cuda"),
+    "jax_jit": ("cpu", "cuda"),
+}
+
+ALL_BACKENDS = tuple(Backend(fw, dev) for fw in FRAMEWORKS for dev in _DEVICES[fw])
+
+
+def backend_params(backends=ALL_BACKENDS) -> list[Any]:
+    """``pytest.param`` per backend, GPU ones marked ``gpu``."""
+    return [
+        pytest.param(b, id=b.id, marks=[pytest.mark.gpu] if b.device == "cuda" else [])
+        for b in backends
+    ]

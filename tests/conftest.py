@@ -1,0 +1,55 @@
+"""Shared fixtures. Frameworks are imported lazily by tests/backends.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from backends import ALL_BACKENDS, _module
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    jax = _module("jax")
+    if jax is not None:
+        # float64 JAX arrays need x64 mode; set before any JAX array exists.
+        jax.config.update("jax_enable_x64", True)
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    import scale_lib
+
+    lines = [f"scale_lib {scale_lib.__version__}: {scale_lib.build_info()}"]
+    available = [b.id for b in ALL_BACKENDS if b.skip_reason() is None]
+    lines.append("backends available: " + ", ".join(available))
+    return lines
+
+
+@pytest.fixture
+def backend(request: pytest.FixtureRequest):
+    """The Backend of the test's parameter, skipped (with the reason) if unavailable here."""
+    b = request.param
+    b.skip_if_unavailable()
+    return b
+
+
+@pytest.fixture
+def fake_device_tensor():
+    """Make a tvm_ffi.Tensor over host memory that claims another device type.
+
+    Only for errors raised before the library touches data: routing and argument checks.
+    """
+    import tvm_ffi
+
+    from scale_lib._frameworks import _capsule_pointer, _DLManagedTensorVersioned
+
+    keep_alive = []
+
+    def make(host_array, device_type: int):
+        keep_alive.append(host_array)
+        capsule = host_array.__dlpack__(max_version=(1, 0))
+        managed = _DLManagedTensorVersioned.from_address(
+            _capsule_pointer(capsule, b"dltensor_versioned")
+        )
+        managed.dl_tensor.device_type = device_type
+        return tvm_ffi.from_dlpack(capsule)
+
+    return make

@@ -1,0 +1,33 @@
+"""NumPy float64 references and the per-dtype tolerances every test compares with."""
+
+from __future__ import annotations
+
+import numpy as np
+
+# (rtol, atol) per dtype, the only place tolerances are set. A result rounded once to the output
+# dtype is within half a unit in the last place: 2^-11 (float16), 2^-8 (bfloat16), 2^-24
+# (float32, plus float32(factor) rounding); float64 matches the reference to the last bit but one.
+# atol covers results that underflow to (sub)normals.
+TOLERANCES: dict[str, tuple[float, float]] = {
+    "float16": (1e-3, 1e-7),
+    "bfloat16": (8e-3, 1e-38),
+    "float32": (3e-7, 1e-44),
+    "float64": (1e-15, 0.0),
+}
+
+
+def assert_close(actual: np.ndarray, expected: np.ndarray, dtype: str) -> None:
+    """``actual`` (float64 copy of a result) matches the float64 ``expected`` for ``dtype``."""
+    rtol, atol = TOLERANCES[dtype]
+    assert actual.shape == expected.shape, f"shape {actual.shape} != {expected.shape}"
+    np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol, equal_nan=True)
+
+
+def random_data(shape: tuple[int, ...], seed: int) -> np.ndarray:
+    """Float64 normal data (never zeros: they hide unwritten outputs)."""
+    return np.asarray(np.random.default_rng(seed).standard_normal(shape), dtype=np.float64)
+
+
+def scale_reference(x: np.ndarray, factor: float) -> np.ndarray:
+    """``x * factor`` in float64, ``x`` being the float64 copy of the (rounded) input."""
+    return x.astype(np.float64) * np.float64(factor)

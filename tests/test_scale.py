@@ -1,0 +1,204 @@
+"""scale across frameworks x devices x dtypes x shapes, against a NumPy float64 reference."""
+
+from __future__ import annotations
+
+import math
+import threading
+
+import numpy as np
+import pytest
+from backends import ALL_BACKENDS, DTYPES, Backend, backend_params, numpy_dtype
+from reference import assert_close, random_data, scale_reference
+
+import scale_lib
+
+# 0-d; zero-size; 1; odd; around a warp/block (256 threads); around one vectorised CUDA block
+# (256 threads x 4 vectors x 4 float32 = 4096); large and odd (a vector tail); N-d.
+SHAPES = [
+    (),
+    (0,),
+    (1,),
+    (7,),
+    (255,),
+    (256,),
+    (257,),
+    (4095,),
+    (4096,),
+    (4097,),
+    (2**20 + 3,),
+    (4, 0),
+    (3, 5),
+    (2, 3, 4),
+    (33, 65, 17),
+]
+FACTOR = -1.3
+NAN = float("nan")
+
+
+def shape_id(shape: tuple[int, ...]) -> str:
+    return "x".join(map(str, shape)) if shape else "0d"
+
+
+def _backend_out_params():
+    """(backend, out_mode) pairs: out= only where arrays are mutable (not JAX)."""
+    params = []
+    for p in backend_params():
+        backend = p.values[0]
+        for out_mode in ("new",) if backend.is_jax else ("new", "out"):
+            params.append(pytest.param(backend, out_mode, id=f"{backend.id}-{out_mode}", marks=p.marks))
+    return params
+
+
+def _check_native(backend: Backend, result, dtype: str, shape: tuple[int, ...]) -> None:
+    assert backend.is_native(result), f"{type(result)} is not a {backend.id} array"
+    assert str(result.dtype).endswith(dtype)
+    assert tuple(result.shape) == shape
+
+
+# [matrix.begin]
+@pytest.mark.parametrize("shape", SHAPES, ids=shape_id)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(("backend", "out_mode"), _backend_out_params(), indirect=["backend"])
+def test_scale_matches_reference(backend: Backend, out_mode: str, dtype: str, shape) -> None:
+    x = backend.asarray(random_data(shape, seed=len(shape) * 1000 + sum(shape)), dtype)
+    x_before = backend.to_numpy(x)
+    expected = scale_reference(x_before, FACTOR)
+
+    if out_mode == "out":
+        buffer, out = backend.guarded_out(shape, dtype, sentinel=NAN)
+        result = backend.run(scale_lib.scale, x, FACTOR, out=out)
+        assert result is out
+        guards = backend.to_numpy(buffer)
+        assert np.isnan(guards[:16]).all() and np.isnan(guards[-16:]).all(), "stray write"
+    else:
+        result = backend.run(scale_lib.scale, x, FACTOR)
+        _check_native(backend, result, dtype, shape)
+
+    assert_close(backend.to_numpy(result), expected, dtype)  # NaN sentinel left = missing write
+    np.testing.assert_array_equal(backend.to_numpy(x), x_before)  # input untouched
+# [matrix.end]
+
+
+@pytest.mark.parametrize("factor", [0, 1, -1, 3, 0.5, 1e-3, np.float32(0.25), np.float64(-2.5)])
+@pytest.mark.parametrize("backend", backend_params(), indirect=True)
+def test_scale_factor_types(backend: Backend, factor) -> None:
+    x = backend.asarray(random_data((1000,), seed=1), "float32")
+    result = backend.run(scale_lib.scale, x, factor)
+    assert_close(backend.to_numpy(result), scale_reference(backend.to_numpy(x), float(factor)), "float32")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("backend", backend_params(), indirect=True)
+def test_scale_propagates_ieee_specials(backend: Backend, dtype: str) -> None:
+    data = np.array([NAN, math.inf, -math.inf, 0.0, -0.0, 1.0] * 50)
+    x = backend.asarray(data, dtype)
+    result = backend.to_numpy(backend.run(scale_lib.scale, x, -2.0))
+    expected = data * -2.0
+    np.testing.assert_array_equal(np.isnan(result), np.isnan(expected))
+    finite = ~np.isnan(expected)
+    np.testing.assert_array_equal(result[finite], expected[finite])
+    np.testing.assert_array_equal(np.signbit(result[finite]), np.signbit(expected[finite]))
+
+
+_MUTABLE = [p for p in backend_params() if not p.values[0].is_jax]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("backend", _MUTABLE, indirect=True)
+def test_scale_in_place(backend: Backend, dtype: str) -> None:
+    x = backend.asarray(random_data((4099,), seed=2), dtype)
+    expected = scale_reference(backend.to_numpy(x), 3.0)
+    assert scale_lib.scale(x, 3.0, out=x) is x
+    assert_close(backend.to_numpy(x), expected, dtype)
+
+
+@pytest.mark.parametrize("n", [1, 257, 4097, 100_003])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("backend", _MUTABLE, indirect=True)
+def test_scale_unaligned_views(backend: Backend, dtype: str, n: int) -> None:
+    # Views one element into a buffer: not 16-byte aligned, non-zero data offset. The CUDA
+    # kernel takes its scalar path.
+    source = backend.asarray(random_data((n + 1,), seed=3), dtype)
+    x = source[1:]
+    _, out = backend.guarded_out((n + 1,), dtype, sentinel=NAN, guard=1)
+    out = out[1:]
+    expected = scale_reference(backend.to_numpy(x), 0.75)
+    scale_lib.scale(x, 0.75, out=out)
+    assert_close(backend.to_numpy(out), expected, dtype)
+
+
+def test_scale_read_only_numpy_inputs() -> None:
+    x = np.arange(10, dtype=np.float32)
+    x.flags.writeable = False
+    np.testing.assert_array_equal(scale_lib.scale(x, 2.0), np.arange(10) * 2.0)
+    import ml_dtypes
+
+    xb = np.arange(10).astype(ml_dtypes.bfloat16)
+    xb.flags.writeable = False
+    np.testing.assert_array_equal(scale_lib.scale(xb, 2.0).astype(np.float64), np.arange(10) * 2.0)
+
+
+def test_scale_numpy_view_of_jax_array() -> None:
+    jnp = pytest.importorskip("jax.numpy")
+    x = np.asarray(jnp.arange(10, dtype=jnp.float32))  # read-only, JAX-owned memory
+    assert not x.flags.writeable
+    np.testing.assert_array_equal(scale_lib.scale(x, 2.0), np.arange(10) * 2.0)
+
+
+_PAIRS = [
+    ("numpy", "torch", "cpu"),
+    ("torch", "numpy", "cpu"),
+    ("paddle", "numpy", "cpu"),
+    ("numpy", "paddle", "cpu"),
+    ("torch", "cupy", "cuda"),
+    ("cupy", "torch", "cuda"),
+]
+
+
+@pytest.mark.parametrize(
+    ("x_fw", "out_fw", "device"),
+    [pytest.param(*p, id="-".join(p), marks=[pytest.mark.gpu] if p[2] == "cuda" else []) for p in _PAIRS],
+)
+def test_scale_out_from_another_framework(x_fw: str, out_fw: str, device: str) -> None:
+    xb, ob = Backend(x_fw, device), Backend(out_fw, device)
+    xb.skip_if_unavailable()
+    ob.skip_if_unavailable()
+    x = xb.asarray(random_data((1000,), seed=4), "float32")
+    out = ob.asarray(np.full(1000, NAN), "float32")
+    assert scale_lib.scale(x, 2.0, out=out) is out
+    ob.synchronize()
+    assert_close(ob.to_numpy(out), scale_reference(xb.to_numpy(x), 2.0), "float32")
+
+
+@pytest.mark.parametrize("backend", [p for p in backend_params() if p.values[0].is_jax], indirect=True)
+def test_jax_targets_registered_once(backend: Backend) -> None:
+    jax_tvm_ffi = pytest.importorskip("jax_tvm_ffi")
+    x = backend.asarray(np.ones(8), "float32")
+    backend.run(scale_lib.scale, x, 2.0)
+    count = jax_tvm_ffi.registered_count()
+    threads = [threading.Thread(target=backend.run, args=(scale_lib.scale, x, 3.0)) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    # A fresh copy of the package (as after sys.modules was cleared) must not register again.
+    import importlib
+    import sys
+
+    saved = {k: v for k, v in sys.modules.items() if k == "scale_lib" or k.startswith("scale_lib.")}
+    for k in saved:
+        del sys.modules[k]
+    try:
+        fresh = importlib.import_module("scale_lib")
+        backend.run(fresh.scale, x, 4.0)
+    finally:
+        sys.modules.update(saved)
+    assert jax_tvm_ffi.registered_count() == count
+
+
+def test_every_backend_is_listed() -> None:
+    # Guards the matrix itself: every framework appears on every device it supports.
+    ids = {b.id for b in ALL_BACKENDS}
+    assert {"numpy-cpu", "torch-cpu", "torch-cuda", "paddle-cpu", "cupy-cuda", "jax-cpu",
+            "jax-cuda", "jax_jit-cpu", "jax_jit-cuda"} <= ids
+    assert numpy_dtype("bfloat16").itemsize == 2
