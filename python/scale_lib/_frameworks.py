@@ -1,22 +1,29 @@
 """Which array library an argument comes from, and how to hand it to TVM-FFI.
 
-Every supported array type goes to the library through DLPack. Three need help:
+Every supported array type goes to the library through DLPack. Some need help:
 
 - NumPy refuses to export read-only arrays and ``ml_dtypes.bfloat16`` arrays through the
   legacy DLPack call TVM-FFI makes; they are exported through the versioned protocol instead.
 - CuPy does not publish its current stream to TVM-FFI, so calls are wrapped in
-  ``tvm_ffi.use_raw_stream`` with CuPy's current stream.
+  ``tvm_ffi.use_raw_stream`` with CuPy's current stream on the array's device.
 - JAX arrays are immutable and must go through XLA (see ``_jax.py``), never straight to the
   library.
+- PyTorch and Paddle calls that autograd or a compiler must see go through the framework's own
+  op machinery (``_torch.py``, ``_paddle.py``); plain eager calls go straight to the library.
 """
 
 from __future__ import annotations
 
 import ctypes
 import sys
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import tvm_ffi
+
+from . import _paddle, _torch
+
+if TYPE_CHECKING:
+    from ._op import Op
 
 
 class Framework:
@@ -24,58 +31,73 @@ class Framework:
 
     name = "unknown"
     is_jax = False
+    has_framework_ops = False  # whether wants_framework_op can ever be true
+    sets_stream = False  # whether calls must go through invoke()
 
     def check_writable(self, out: Any, arg_name: str) -> None:
-        """Raise if ``out`` must not be written."""
+        """Raise if ``out`` must never be written (checked before every call)."""
 
     def ffi_arg(self, a: Any, arg_name: str) -> Any:
-        """``a`` in a form TVM-FFI accepts (the array itself for most frameworks)."""
+        """``a`` in a form TVM-FFI accepts, for when passing ``a`` itself raised BufferError."""
         return a
 
-    def invoke(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """Call the exported function ``fn`` with arguments already passed through ffi_arg."""
+    def invoke(self, x: Any, fn: Callable[..., Any], *args: Any) -> Any:
+        """Call the exported function ``fn`` on the stream of ``x``'s device (when
+        ``sets_stream``; otherwise TVM-FFI already knows the framework's stream)."""
         return fn(*args)
+
+    def wants_framework_op(self, x: Any) -> bool:
+        """Whether this call must go through the framework's own op (autograd, compilation)."""
+        return False
+
+    def call_framework_op(self, op: Op, x: Any, attrs: tuple[Any, ...], out: Any) -> Any:
+        raise NotImplementedError
 
 
 class _NumPy(Framework):
     name = "numpy"
 
-    def check_writable(self, out: Any, arg_name: str) -> None:
-        if not out.flags.writeable:
-            raise ValueError(f"{arg_name} is a read-only NumPy array; pass a writable array")
-
+    # A read-only out is refused by NumPy's own DLPack export, which is what sends the call to
+    # ffi_arg: the check costs nothing on the common path.
     def ffi_arg(self, a: Any, arg_name: str) -> Any:
-        if a.flags.writeable and a.dtype.kind != "V":
-            return a  # the common case: TVM-FFI's own fast path
-        if a.dtype.kind == "V" and a.dtype.name != "bfloat16":
-            return a  # structured or void dtype: the library rejects it by dtype
+        if arg_name == "out" and not a.flags.writeable:
+            raise ValueError(f"{arg_name} is a read-only NumPy array; pass a writable array")
+        if a.dtype.kind not in "biufc" and a.dtype.name != "bfloat16":
+            raise TypeError(
+                f"{arg_name} has unsupported dtype {a.dtype}; expected one of float16, bfloat16, "
+                "float32, float64"
+            )
         return _numpy_versioned_tensor(a)
 
 
 class _Torch(Framework):
     name = "torch"
+    has_framework_ops = True
+    wants_framework_op = staticmethod(_torch.wants_custom_op)
 
-    def ffi_arg(self, a: Any, arg_name: str) -> Any:
-        # torch's own DLPack export fails with a C++ trace for meta and other devices.
-        if a.is_cpu or a.is_cuda:
-            return a
-        raise ValueError(
-            f"{arg_name} is on unsupported device {a.device}; scale_lib supports cpu and cuda"
-        )
+    def call_framework_op(self, op: Op, x: Any, attrs: tuple[Any, ...], out: Any) -> Any:
+        return _torch.call(op, x, attrs, out)
 
 
 class _Paddle(Framework):
     name = "paddle"
+    has_framework_ops = True
+    wants_framework_op = staticmethod(_paddle.needs_autograd)
+
+    def call_framework_op(self, op: Op, x: Any, attrs: tuple[Any, ...], out: Any) -> Any:
+        return _paddle.call(op, x, attrs, out)
 
 
 class _CuPy(Framework):
     name = "cupy"
+    sets_stream = True
 
-    def invoke(self, fn: Callable[..., Any], *args: Any) -> Any:
+    def invoke(self, x: Any, fn: Callable[..., Any], *args: Any) -> Any:
         import cupy
 
-        device = tvm_ffi.device("cuda", cupy.cuda.Device().id)
-        with tvm_ffi.use_raw_stream(device, cupy.cuda.get_current_stream().ptr):
+        with x.device:  # CuPy's current stream is per device
+            stream = cupy.cuda.get_current_stream().ptr
+        with tvm_ffi.use_raw_stream(tvm_ffi.device("cuda", x.device.id), stream):
             return fn(*args)
 
 

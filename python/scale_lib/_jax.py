@@ -2,15 +2,17 @@
 
 XLA allocates the output and passes it to the library as a view, so JAX arrays are never
 written in place. Targets are named ``scale_lib.<op>`` and registered once per process, for the
-CPU and (in CUDA builds) the GPU platform: when scale_lib is imported after JAX, or else on the
-first JAX call.
+CPU and GPU platforms: when scale_lib is imported after JAX, or else on the first JAX call. A
+CPU-only build registers the GPU target too, so that under ``jax.jit`` on a GPU the library's own
+"built without CUDA support" error is what the user sees.
 """
 
 from __future__ import annotations
 
+import functools
 import sys
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from ._lib import WITH_CUDA
 
@@ -44,12 +46,11 @@ def register_targets() -> None:
         # the names already registered are recorded on it: a re-executed copy of this module
         # (importlib.reload, a fresh import after sys.modules was cleared) registers nothing.
         done: set[str] = jax_tvm_ffi.__dict__.setdefault("_scale_lib_registered_targets", set())
-        platforms = ("cpu", "gpu") if WITH_CUDA else ("cpu",)
         for op in _OPS:
             if op.jax_target in done:
                 continue
-            arg_spec = ["rets", "args", *(f"attrs.{a}" for a in op.attrs)]
-            for platform in platforms:
+            arg_spec = ["rets", "args", *(f"attrs.{name}" for name, _ in op.attrs)]
+            for platform in ("cpu", "gpu"):
                 jax_tvm_ffi.register_ffi_target(
                     op.jax_target,
                     op.fn,
@@ -96,14 +97,39 @@ def _check_platform(x: Any) -> None:
 
 def call(op: Op, x: Any, attrs: tuple[Any, ...]) -> Any:
     """Run ``op`` on JAX array ``x`` through XLA; same checks as the library, raised in Python."""
-    import jax
-
     if str(x.dtype) not in op.dtypes:
         raise TypeError(
             f"x has unsupported dtype {x.dtype}; expected one of {', '.join(op.dtypes)}"
         )
     _check_platform(x)
     register_targets()
+    return _differentiable(op)(x, attrs)
+
+
+def _ffi_call(op: Op, x: Any, attrs: tuple[Any, ...]) -> Any:
+    import jax
+
     result = jax.ShapeDtypeStruct(x.shape, x.dtype)
-    kwargs = {name: _attribute(value) for name, value in zip(op.attrs, attrs)}
+    kwargs = {name: _attribute(value) for (name, _), value in zip(op.attrs, attrs)}
+    # broadcast_all: under jax.vmap the kernel sees the batched array, which an elementwise
+    # kernel handles as is -- a batching rule, not a loop over the batch.
     return jax.ffi.ffi_call(op.jax_target, result, vmap_method="broadcast_all")(x, **kwargs)
+
+
+@functools.cache
+def _differentiable(op: Op) -> Callable[[Any, tuple[Any, ...]], Any]:
+    """``op`` as a JAX function of ``(x, attrs)``, with a custom VJP where the op has one."""
+    if op.vjp is None:
+        return functools.partial(_ffi_call, op)
+    import jax
+
+    f = jax.custom_vjp(functools.partial(_ffi_call, op), nondiff_argnums=(1,))
+
+    def forward(x: Any, attrs: tuple[Any, ...]) -> tuple[Any, None]:
+        return _ffi_call(op, x, attrs), None
+
+    def backward(attrs: tuple[Any, ...], _: None, grad: Any) -> tuple[Any]:
+        return (op.vjp(grad, *attrs),)
+
+    f.defvjp(forward, backward)
+    return f

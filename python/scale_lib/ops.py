@@ -12,6 +12,8 @@ ArrayT = TypeVar("ArrayT")
 
 
 def _real_scalar(value: Any, arg_name: str) -> float:
+    if type(value) is float or type(value) is int:  # the common case, without an ABC check
+        return float(value)
     # bool is a numbers.Real, but scaling by True is almost certainly a mistake.
     if isinstance(value, numbers.Real) and not isinstance(value, bool):
         return float(value)
@@ -25,7 +27,12 @@ def _real_scalar(value: Any, arg_name: str) -> float:
     raise TypeError(f"{arg_name} must be a real number (int or float); got {type(value).__name__}")
 
 
-_scale = Op("scale", attrs=("factor",), cuda_graph_safe=True)
+_scale = Op(
+    "scale",
+    attrs=(("factor", float),),
+    vjp=lambda grad, factor: scale(grad, factor),  # d(x * f)/dx = f
+    cuda_graph_safe=True,
+)
 
 
 # [scale_api.begin]
@@ -51,5 +58,5 @@ def scale(x: ArrayT, factor: float, *, out: ArrayT | None = None) -> ArrayT:
         ValueError: shape or device mismatch, a non-contiguous array, a read-only ``out``, an
             unsupported device, or a CUDA array with a CPU-only build.
     """
-    return _scale(x, _real_scalar(factor, "factor"), out=out)
+    return _scale.call(x, (_real_scalar(factor, "factor"),), out)
 # [scale_api.end]

@@ -1,0 +1,108 @@
+"""Kernels run on the caller's stream. Each test queues a long GPU spin and then the input's
+final values on a non-default stream; a kernel launched on any other stream would read the input
+before it is written."""
+
+from __future__ import annotations
+
+import pytest
+from backends import Backend
+
+import scale_lib
+
+pytestmark = pytest.mark.gpu
+
+SPIN_CYCLES = 100_000_000  # ~50 ms of torch.cuda._sleep on an H100
+N = 1 << 20
+
+
+@pytest.fixture
+def torch_cuda():
+    Backend("torch", "cuda").skip_if_unavailable()
+    import torch
+
+    return torch
+
+
+def _queue_late_fill(torch, stream, tensor, value: float) -> None:
+    with torch.cuda.stream(stream):
+        torch.cuda._sleep(SPIN_CYCLES)
+        tensor.fill_(value)
+
+
+def test_torch_current_stream(torch_cuda) -> None:
+    torch = torch_cuda
+    x = torch.zeros(N, device="cuda")
+    torch.cuda.synchronize()
+    s = torch.cuda.Stream()
+    _queue_late_fill(torch, s, x, 3.0)
+    with torch.cuda.stream(s):
+        y = scale_lib.scale(x, 2.0)
+    s.synchronize()
+    assert bool((y == 6.0).all())
+
+
+def test_the_ordering_test_can_fail(torch_cuda) -> None:
+    # Control: the same sequence launched on the legacy default stream does race. If this ever
+    # fails, the stream tests above prove nothing on this system.
+    import tvm_ffi
+
+    torch = torch_cuda
+    x = torch.zeros(N, device="cuda")
+    out = torch.full((N,), -1.0, device="cuda")
+    torch.cuda.synchronize()
+    s = torch.cuda.Stream()
+    _queue_late_fill(torch, s, x, 3.0)
+    xt, ot = tvm_ffi.from_dlpack(x), tvm_ffi.from_dlpack(out)  # no implicit torch stream
+    with tvm_ffi.use_raw_stream(tvm_ffi.device("cuda:0"), 0):
+        scale_lib.lib.scale(ot, xt, 2.0)
+    torch.cuda.synchronize()
+    assert not bool((out == 6.0).all())
+
+
+def test_tvm_ffi_use_raw_stream(torch_cuda) -> None:
+    import tvm_ffi
+
+    torch = torch_cuda
+    x = torch.zeros(N, device="cuda")
+    out = torch.full((N,), -1.0, device="cuda")
+    torch.cuda.synchronize()
+    s = torch.cuda.Stream()
+    _queue_late_fill(torch, s, x, 3.0)
+    xt, ot = tvm_ffi.from_dlpack(x), tvm_ffi.from_dlpack(out)
+    with tvm_ffi.use_raw_stream(tvm_ffi.device("cuda:0"), s.cuda_stream):
+        scale_lib.lib.scale(ot, xt, 2.0)
+    s.synchronize()
+    assert bool((out == 6.0).all())
+
+
+def test_tvm_ffi_use_torch_stream(torch_cuda) -> None:
+    import tvm_ffi
+
+    torch = torch_cuda
+    x = torch.zeros(N, device="cuda")
+    out = torch.full((N,), -1.0, device="cuda")
+    torch.cuda.synchronize()
+    s = torch.cuda.Stream()
+    _queue_late_fill(torch, s, x, 3.0)
+    xt, ot = tvm_ffi.from_dlpack(x), tvm_ffi.from_dlpack(out)
+    with tvm_ffi.use_torch_stream(torch.cuda.stream(s)):
+        scale_lib.lib.scale(ot, xt, 2.0)
+    s.synchronize()
+    assert bool((out == 6.0).all())
+
+
+def test_cupy_current_stream(torch_cuda) -> None:
+    Backend("cupy", "cuda").skip_if_unavailable()
+    import cupy
+
+    torch = torch_cuda
+    x = cupy.zeros(N, dtype=cupy.float32)
+    cupy.cuda.Device().synchronize()
+    s = cupy.cuda.Stream(non_blocking=True)
+    # Queue the spin on CuPy's stream through torch, then the fill through CuPy.
+    _queue_late_fill(torch, torch.cuda.ExternalStream(s.ptr), torch.from_dlpack(x), 0.0)
+    with s:
+        x.fill(3.0)
+        y = scale_lib.scale(x, 2.0)
+    s.synchronize()
+    assert bool((y == 6.0).all())

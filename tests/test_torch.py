@@ -1,0 +1,125 @@
+"""PyTorch: custom ops, autograd, torch.compile, torch.export, opcheck."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from backends import Backend, backend_params
+from reference import assert_close, random_data, scale_reference
+
+import scale_lib
+
+torch = pytest.importorskip("torch")
+
+TORCH_BACKENDS = [p for p in backend_params() if p.values[0].framework == "torch"]
+NAN = float("nan")
+
+
+def _randn(backend: Backend, *shape, dtype="float32", requires_grad=False):
+    t = backend.asarray(random_data(shape, seed=sum(shape) + 11), dtype)
+    return t.requires_grad_(requires_grad)
+
+
+@pytest.mark.parametrize("backend", TORCH_BACKENDS, indirect=True)
+def test_custom_ops_are_usable_directly(backend: Backend) -> None:
+    x = _randn(backend, 3, 5)
+    y = torch.ops.scale_lib.scale(x, 2.5)
+    assert_close(backend.to_numpy(y), scale_reference(backend.to_numpy(x), 2.5), "float32")
+    out = torch.full_like(x, NAN)
+    assert torch.ops.scale_lib.scale_out(out, x, -1.0) is None
+    assert_close(backend.to_numpy(out), -backend.to_numpy(x), "float32")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
+@pytest.mark.parametrize("backend", TORCH_BACKENDS, indirect=True)
+def test_opcheck(backend: Backend, dtype: str) -> None:
+    for shape in [(0,), (1,), (7, 3), (2, 3, 4)]:
+        x = _randn(backend, *shape, dtype=dtype, requires_grad=dtype in ("float32", "float64"))
+        torch.library.opcheck(torch.ops.scale_lib.scale.default, (x, 1.5))
+        out = torch.empty(shape, device=backend.device, dtype=getattr(torch, dtype))
+        torch.library.opcheck(torch.ops.scale_lib.scale_out.default, (out, x.detach(), 1.5))
+
+
+@pytest.mark.parametrize("backend", TORCH_BACKENDS, indirect=True)
+def test_gradcheck(backend: Backend) -> None:
+    x = _randn(backend, 4, 3, dtype="float64", requires_grad=True)
+    fn = lambda v: scale_lib.scale(v, -1.75)  # noqa: E731
+    assert torch.autograd.gradcheck(fn, (x,))
+    assert torch.autograd.gradgradcheck(fn, (x,))
+
+
+@pytest.mark.parametrize("backend", TORCH_BACKENDS, indirect=True)
+def test_backward_through_the_public_api(backend: Backend) -> None:
+    x = _randn(backend, 100, requires_grad=True)
+    y = scale_lib.scale(x, 3.0)
+    assert "scale_lib_scale" in y.grad_fn.name()  # the custom op, so autograd saw it
+    # sum's gradient reaches scale as an expanded (stride-0) view: must still work
+    (y.sum() + (scale_lib.scale(x, 0.5) * 2).sum()).backward()
+    assert_close(backend.to_numpy(x.grad), np.full(100, 3.0 + 1.0), "float32")
+
+
+@pytest.mark.parametrize("backend", TORCH_BACKENDS, indirect=True)
+def test_no_grad_and_inference_mode_take_the_direct_path(backend: Backend) -> None:
+    x = _randn(backend, 10, requires_grad=True)
+    with torch.no_grad():
+        y = scale_lib.scale(x, 2.0)
+    assert y.grad_fn is None and not y.requires_grad
+    with torch.inference_mode():
+        z = scale_lib.scale(_randn(backend, 10), 2.0)
+    assert z.is_inference()
+
+
+@pytest.mark.parametrize("backend", TORCH_BACKENDS, indirect=True)
+def test_out_with_autograd_is_rejected(backend: Backend) -> None:
+    x = _randn(backend, 4, requires_grad=True)
+    out = torch.full((4,), NAN, device=backend.device)
+    with pytest.raises(ValueError, match="out= does not support autograd, and x requires grad"):
+        scale_lib.scale(x, 2.0, out=out)
+    assert torch.isnan(out).all()
+
+
+def test_meta_tensors_use_the_fake_implementation() -> None:
+    y = scale_lib.scale(torch.empty(3, 4, device="meta", dtype=torch.float16), 2.0)
+    assert y.device.type == "meta" and y.shape == (3, 4) and y.dtype == torch.float16
+
+
+# [torch_compile.begin]
+@pytest.mark.parametrize("dynamic", [False, True])
+@pytest.mark.parametrize("backend", TORCH_BACKENDS, indirect=True)
+def test_torch_compile_fullgraph(backend: Backend, dynamic: bool) -> None:
+    torch._dynamo.reset()
+
+    def f(v):
+        return scale_lib.scale(v * 2, 1.5) + 1
+
+    compiled = torch.compile(f, fullgraph=True, dynamic=dynamic)
+    for n in (8, 33):
+        x = _randn(backend, n)
+        torch.testing.assert_close(compiled(x), f(x))
+# [torch_compile.end]
+
+
+@pytest.mark.parametrize("backend", TORCH_BACKENDS, indirect=True)
+def test_torch_compile_out_and_backward(backend: Backend) -> None:
+    torch._dynamo.reset()
+    x = _randn(backend, 16)
+    out = torch.full_like(x, NAN)
+    torch.compile(lambda v, o: scale_lib.scale(v, -2.0, out=o), fullgraph=True)(x, out)
+    torch.testing.assert_close(out, x * -2.0)
+
+    xg = _randn(backend, 16, requires_grad=True)
+    loss = torch.compile(lambda v: scale_lib.scale(v, 5.0).square().sum(), fullgraph=True)(xg)
+    loss.backward()
+    torch.testing.assert_close(xg.grad, 2 * 25.0 * xg.detach())
+
+
+def test_torch_export_records_the_custom_op() -> None:
+    class Model(torch.nn.Module):
+        def forward(self, v):
+            return scale_lib.scale(v, 3.0) + 1
+
+    program = torch.export.export(Model(), (torch.randn(4),))
+    targets = [n.target for n in program.graph.nodes if n.op == "call_function"]
+    assert torch.ops.scale_lib.scale.default in targets
+    x = torch.randn(4)
+    torch.testing.assert_close(program.module()(x), x * 3 + 1)
