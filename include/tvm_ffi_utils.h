@@ -12,7 +12,9 @@
 #include <tvm/ffi/extra/c_env_api.h>
 #include <tvm/ffi/function.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <sstream>
 #include <string>
 
@@ -36,6 +38,8 @@ inline constexpr DLDataType kFloat16{kDLFloat, 16, 1};
 inline constexpr DLDataType kBFloat16{kDLBfloat, 16, 1};
 inline constexpr DLDataType kFloat32{kDLFloat, 32, 1};
 inline constexpr DLDataType kFloat64{kDLFloat, 64, 1};
+inline constexpr DLDataType kInt64{kDLInt, 64, 1};
+inline constexpr DLDataType kUInt8{kDLUInt, 8, 1};
 
 // The 16-bit float storage types. Device code (any .cu file) uses CUDA's own types. Host-only
 // translation units must also compile without the CUDA toolkit (CPU-only builds), so they get
@@ -176,14 +180,33 @@ inline bool SameShape(const ffi::TensorView& a, const ffi::TensorView& b) {
   return true;
 }
 
-// True when the byte ranges of two contiguous tensors overlap without being the same range:
-// an elementwise kernel may then read an element another thread already overwrote.
+// Bytes from a tensor's first element to just past its last (strides must be non-negative,
+// which every op checks first); 0 for an empty tensor.
+inline int64_t SpanBytes(const ffi::TensorView& t) {
+  if (t.numel() == 0) return 0;
+  int64_t last = 0;
+  for (int32_t i = 0; i < t.ndim(); ++i) last += (t.size(i) - 1) * t.stride(i);
+  return static_cast<int64_t>(ffi::GetDataSize(last + 1, t.dtype()));
+}
+
+inline bool SameLayout(const ffi::TensorView& a, const ffi::TensorView& b) {
+  if (!SameShape(a, b)) return false;
+  for (int32_t i = 0; i < a.ndim(); ++i) {
+    if (a.size(i) > 1 && a.stride(i) != b.stride(i)) return false;
+  }
+  return true;
+}
+
+// True when two tensors' memory overlaps other than as the very same array (same address, same
+// layout: in-place use, which every op supports). A kernel could then read an element another
+// thread already overwrote.
 inline bool PartiallyOverlaps(const ffi::TensorView& a, const ffi::TensorView& b) {
   const auto* a_begin = DataPtr<const char>(a);
   const auto* b_begin = DataPtr<const char>(b);
-  const auto a_bytes = static_cast<int64_t>(ffi::GetDataSize(a.numel(), a.dtype()));
-  const auto b_bytes = static_cast<int64_t>(ffi::GetDataSize(b.numel(), b.dtype()));
-  if (a_bytes == 0 || b_bytes == 0 || a_begin == b_begin) return false;
+  const int64_t a_bytes = SpanBytes(a);
+  const int64_t b_bytes = SpanBytes(b);
+  if (a_bytes == 0 || b_bytes == 0) return false;
+  if (a_begin == b_begin && a.dtype() == b.dtype() && SameLayout(a, b)) return false;
   return a_begin < b_begin + b_bytes && b_begin < a_begin + a_bytes;
 }
 
@@ -239,6 +262,22 @@ inline bool PartiallyOverlaps(const ffi::TensorView& a, const ffi::TensorView& b
     }                                                                                            \
   } while (0)
 
+#define CHECK_DTYPE(t, expected)                                                             \
+  do {                                                                                       \
+    if ((t).dtype() != (expected)) {                                                         \
+      TVM_FFI_THROW(TypeError) << #t " must have dtype " << ::scale_lib::DTypeString(expected) \
+                               << "; got " << ::scale_lib::DTypeString((t).dtype());        \
+    }                                                                                        \
+  } while (0)
+
+#define CHECK_MIN_NDIM(t, n)                                                              \
+  do {                                                                                    \
+    if ((t).ndim() < (n)) {                                                               \
+      TVM_FFI_THROW(ValueError) << #t " must have at least " << (n) << " dimension(s); got " \
+                                << "shape " << ::scale_lib::ShapeString(t);              \
+    }                                                                                     \
+  } while (0)
+
 #define CHECK_NO_PARTIAL_OVERLAP(a, b)                                                          \
   do {                                                                                          \
     if (::scale_lib::PartiallyOverlaps((a), (b))) {                                             \
@@ -250,13 +289,48 @@ inline bool PartiallyOverlaps(const ffi::TensorView& a, const ffi::TensorView& b
 // [check_macros.end]
 
 // ---------------------------------------------------------------------------------------------
+// Allocation, for ops whose output size depends on the data or that need scratch memory
+// ---------------------------------------------------------------------------------------------
+// [alloc.begin]
+// Whether the calling framework published its allocator for this call: PyTorch and Paddle do,
+// and so does jax-tvm-ffi for targets registered with a workspace. NumPy and CuPy do not.
+inline bool HasFrameworkAllocator() { return TVMFFIEnvGetDLPackManagedTensorAllocator() != nullptr; }
+
+// A tensor from the calling framework's allocator (its caching allocator, memory accounting and
+// stream semantics apply); ValueError if the caller published none.
+inline ffi::Tensor AllocFromFramework(ffi::ShapeView shape, DLDataType dtype, DLDevice device) {
+  TVM_FFI_CHECK(HasFrameworkAllocator(), ValueError)
+      << "this call needs the calling framework's allocator, and none was published";
+  return ffi::Tensor::FromEnvAlloc(TVMFFIEnvTensorAlloc, shape, dtype, device);
+}
+
+// Host memory the library owns, for results returned to callers without an allocator (NumPy).
+// The deleter is code in this library: a tensor made here must not outlive the library. The
+// Python package loads the library for the life of the process, so none does.
+struct HostMallocAlloc {
+  void AllocData(DLTensor* t) {
+    t->data = std::malloc(std::max<size_t>(ffi::GetDataSize(*t), 1));
+    if (t->data == nullptr) TVM_FFI_THROW(RuntimeError) << "out of host memory";
+  }
+  void FreeData(DLTensor* t) { std::free(t->data); }
+};
+
+inline ffi::Tensor AllocHostResult(ffi::ShapeView shape, DLDataType dtype) {
+  const DLDevice cpu{kDLCPU, 0};
+  if (HasFrameworkAllocator()) return ffi::Tensor::FromEnvAlloc(TVMFFIEnvTensorAlloc, shape, dtype, cpu);
+  return ffi::Tensor::FromNDAlloc(HostMallocAlloc{}, shape, dtype, cpu);
+}
+// [alloc.end]
+
+// ---------------------------------------------------------------------------------------------
 // Device routing (used by bindings/)
 // ---------------------------------------------------------------------------------------------
-inline void ThrowBuiltWithoutCuda(const char* arg_name) {
+[[noreturn]] inline void ThrowBuiltWithoutCuda(const char* arg_name) {
   TVM_FFI_THROW(ValueError) << arg_name
                             << " is a CUDA tensor, but scale_lib was built without CUDA support. "
                                "Rebuild with the CUDA toolkit (nvcc) installed, or pass a CPU "
                                "tensor";
+  TVM_FFI_UNREACHABLE();  // the error is thrown as the statement above ends
 }
 
 // The device type of `t` if scale_lib has kernels for it; a ValueError otherwise.
@@ -277,7 +351,8 @@ inline DLDeviceType CheckSupportedDevice(const ffi::TensorView& t, const char* a
 
 // [route.begin]
 // Runs `cpu_call` or `cuda_call` by the device of tensor `t`. In a CPU-only build the CUDA call
-// is not compiled in, and a CUDA tensor raises a ValueError instead.
+// is not compiled in, and a CUDA tensor raises a ValueError instead. For functions that return
+// a value, write the calls as `return F(...)`.
 #define SCALE_LIB_ROUTE_BY_DEVICE(t, cpu_call, cuda_call)                   \
   do {                                                                      \
     if (::scale_lib::CheckSupportedDevice((t), #t) == kDLCPU) {             \
@@ -305,6 +380,20 @@ inline cudaStream_t GetCudaStream(DLDevice device) {
 // Raises a RuntimeError (with CUDA's name for the error) if the last launch failed.
 #define CHECK_CUDA_LAUNCH() TVM_FFI_CHECK_CUDA_ERROR(cudaGetLastError())
 // [cuda_helpers.end]
+
+// Device memory the library owns (cudaMalloc), for results returned to callers that publish no
+// allocator (CuPy). Same lifetime rule as HostMallocAlloc.
+struct CudaMallocAlloc {
+  void AllocData(DLTensor* t) {
+    TVM_FFI_CHECK_CUDA_ERROR(cudaMalloc(&t->data, std::max<size_t>(ffi::GetDataSize(*t), 1)));
+  }
+  void FreeData(DLTensor* t) { cudaFree(t->data); }  // no throw: runs in a destructor
+};
+
+inline ffi::Tensor AllocCudaResult(ffi::ShapeView shape, DLDataType dtype, DLDevice device) {
+  if (HasFrameworkAllocator()) return ffi::Tensor::FromEnvAlloc(TVMFFIEnvTensorAlloc, shape, dtype, device);
+  return ffi::Tensor::FromNDAlloc(CudaMallocAlloc{}, shape, dtype, device);
+}
 #endif  // __CUDACC__
 
 }  // namespace scale_lib

@@ -1,32 +1,11 @@
 // CUDA implementation of scale: out = x * factor. The CPU twin is kernels/scale_cpu.cc.
 #include <cstdint>
 
+#include "cuda_float.cuh"
 #include "scale.h"
 
 namespace scale_lib {
 namespace {
-
-// Load/compute/store rules: 16-bit floats compute in float32, as on the CPU.
-template <typename T>
-struct CudaMath {
-  using Compute = T;
-  __device__ static T Load(T v) { return v; }
-  __device__ static T Store(T v) { return v; }
-};
-
-template <>
-struct CudaMath<float16_t> {
-  using Compute = float;
-  __device__ static float Load(float16_t v) { return __half2float(v); }
-  __device__ static float16_t Store(float v) { return __float2half_rn(v); }
-};
-
-template <>
-struct CudaMath<bfloat16_t> {
-  using Compute = float;
-  __device__ static float Load(bfloat16_t v) { return __bfloat162float(v); }
-  __device__ static bfloat16_t Store(float v) { return __float2bfloat16_rn(v); }
-};
 
 // [cuda_kernel.begin]
 // Memory-bound: each thread moves kVecsPerThread 16-byte vectors, all loads issued before the
@@ -36,18 +15,15 @@ constexpr int kVecBytes = 16;
 constexpr int kVecsPerThread = 4;
 
 template <typename T>
-struct alignas(kVecBytes) Vec {
-  static constexpr int kWidth = kVecBytes / static_cast<int>(sizeof(T));
-  T v[kWidth];
-};
+using Vec = cuda::Pack<T, cuda::kPackWidth<T>>;
 
 // out and x are 16-byte aligned. No __restrict__: out may be x (in-place), and each element is
 // read and written by the same thread.
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
-    ScaleVectorKernel(T* out, const T* x, typename CudaMath<T>::Compute factor, int64_t n) {
-  using Math = CudaMath<T>;
-  constexpr int kWidth = Vec<T>::kWidth;
+    ScaleVectorKernel(T* out, const T* x, typename cuda::FloatMath<T>::Compute factor, int64_t n) {
+  using Math = cuda::FloatMath<T>;
+  constexpr int kWidth = cuda::kPackWidth<T>;
   const int64_t num_vecs = n / kWidth;
   const auto* x_vecs = reinterpret_cast<const Vec<T>*>(x);
   auto* out_vecs = reinterpret_cast<Vec<T>*>(out);
@@ -81,8 +57,8 @@ __global__ void __launch_bounds__(kThreads)
 // Any alignment (views such as x[1:]): one element per thread per step.
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
-    ScaleScalarKernel(T* out, const T* x, typename CudaMath<T>::Compute factor, int64_t n) {
-  using Math = CudaMath<T>;
+    ScaleScalarKernel(T* out, const T* x, typename cuda::FloatMath<T>::Compute factor, int64_t n) {
+  using Math = cuda::FloatMath<T>;
   const int64_t grid_stride = static_cast<int64_t>(gridDim.x) * kThreads;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; i < n;
        i += grid_stride) {
@@ -91,24 +67,15 @@ __global__ void __launch_bounds__(kThreads)
 }
 // [cuda_kernel.end]
 
-bool IsVectorAligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % kVecBytes == 0; }
-
-// Grid dimension x is capped at 2^31 - 1; the kernels' grid-stride loops cover any remainder.
-unsigned int GridSize(int64_t work_items, int64_t items_per_block) {
-  const int64_t blocks = (work_items + items_per_block - 1) / items_per_block;
-  const int64_t max_blocks = 0x7fffffff;
-  return static_cast<unsigned int>(blocks < 1 ? 1 : (blocks > max_blocks ? max_blocks : blocks));
-}
-
 template <typename T>
 void LaunchScale(T* out, const T* x, int64_t n, double factor, cudaStream_t stream) {
-  const auto f = static_cast<typename CudaMath<T>::Compute>(factor);
-  if (IsVectorAligned(out) && IsVectorAligned(x)) {
-    const int64_t num_vecs = n / Vec<T>::kWidth;
-    ScaleVectorKernel<T><<<GridSize(num_vecs, kThreads * kVecsPerThread), kThreads, 0, stream>>>(
+  const auto f = static_cast<typename cuda::FloatMath<T>::Compute>(factor);
+  if (cuda::IsAligned(out, kVecBytes) && cuda::IsAligned(x, kVecBytes)) {
+    const int64_t num_vecs = n / cuda::kPackWidth<T>;
+    ScaleVectorKernel<T><<<cuda::GridSize(num_vecs, kThreads * kVecsPerThread), kThreads, 0, stream>>>(
         out, x, f, n);
   } else {
-    ScaleScalarKernel<T><<<GridSize(n, kThreads), kThreads, 0, stream>>>(out, x, f, n);
+    ScaleScalarKernel<T><<<cuda::GridSize(n, kThreads), kThreads, 0, stream>>>(out, x, f, n);
   }
 }
 

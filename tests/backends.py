@@ -205,3 +205,29 @@ def backend_params(backends=ALL_BACKENDS) -> list[Any]:
         pytest.param(b, id=b.id, marks=[pytest.mark.gpu] if b.device == "cuda" else [])
         for b in backends
     ]
+
+
+MUTABLE_BACKENDS = [p for p in backend_params() if not p.values[0].is_jax]
+JAX_BACKENDS = [p for p in backend_params() if p.values[0].is_jax]
+
+
+def backend_out_params(backends=ALL_BACKENDS) -> list[Any]:
+    """(backend, out_mode) params: "out" (write into a given array) only where arrays are
+    mutable, so JAX gets "new" alone."""
+    params = []
+    for p in backend_params(backends):
+        backend = p.values[0]
+        for out_mode in ("new",) if backend.is_jax else ("new", "out"):
+            params.append(pytest.param(backend, out_mode, id=f"{backend.id}-{out_mode}", marks=p.marks))
+    return params
+
+
+def check_native(backend: Backend, result: Any, dtype: str, shape: tuple[int, ...]) -> None:
+    """``result`` is an array of ``backend``'s framework and device, with this dtype and shape."""
+    assert backend.is_native(result), f"{type(result)} is not a {backend.id} array"
+    assert str(result.dtype).endswith(dtype), f"dtype {result.dtype} is not {dtype}"
+    assert tuple(result.shape) == tuple(shape), f"shape {tuple(result.shape)} is not {shape}"
+
+
+def shape_id(shape: tuple[int, ...]) -> str:
+    return "x".join(map(str, shape)) if shape else "0d"

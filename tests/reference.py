@@ -16,9 +16,19 @@ TOLERANCES: dict[str, tuple[float, float]] = {
 }
 
 
-def assert_close(actual: np.ndarray, expected: np.ndarray, dtype: str) -> None:
+# Ops that reduce (rms_norm, l2_norm, gradients) add accumulation error to the final rounding:
+# float32 accumulation over up to ~2^17 terms for the 16-bit and float32 types.
+REDUCTION_TOLERANCES: dict[str, tuple[float, float]] = {
+    "float16": (2e-3, 1e-5),
+    "bfloat16": (1.6e-2, 1e-5),
+    "float32": (3e-5, 1e-6),
+    "float64": (1e-12, 1e-14),
+}
+
+
+def assert_close(actual: np.ndarray, expected: np.ndarray, dtype: str, reduction: bool = False) -> None:
     """``actual`` (float64 copy of a result) matches the float64 ``expected`` for ``dtype``."""
-    rtol, atol = TOLERANCES[dtype]
+    rtol, atol = (REDUCTION_TOLERANCES if reduction else TOLERANCES)[dtype]
     assert actual.shape == expected.shape, f"shape {actual.shape} != {expected.shape}"
     np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol, equal_nan=True)
 
@@ -31,3 +41,20 @@ def random_data(shape: tuple[int, ...], seed: int) -> np.ndarray:
 def scale_reference(x: np.ndarray, factor: float) -> np.ndarray:
     """``x * factor`` in float64, ``x`` being the float64 copy of the (rounded) input."""
     return x.astype(np.float64) * np.float64(factor)
+
+
+def rms_norm_reference(x: np.ndarray, weight: np.ndarray | None, eps: float) -> np.ndarray:
+    x = x.astype(np.float64)
+    y = x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps)
+    return y if weight is None else y * weight.astype(np.float64)
+
+
+def rms_norm_grad_reference(x, weight, grad, eps):
+    """(grad_x, grad_weight) of sum(rms_norm(x, weight) * grad), in float64."""
+    x, grad = x.astype(np.float64), grad.astype(np.float64)
+    w = np.ones(x.shape[-1]) if weight is None else weight.astype(np.float64)
+    rstd = 1 / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps)
+    dot = np.sum(w * grad * x, axis=-1, keepdims=True)
+    grad_x = rstd * w * grad - rstd**3 * dot * x / x.shape[-1]
+    grad_w = np.sum((grad * x * rstd).reshape(-1, x.shape[-1]), axis=0)
+    return grad_x, (None if weight is None else grad_w)

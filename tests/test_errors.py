@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from backends import Backend, backend_params
+from backends import JAX_BACKENDS, MUTABLE_BACKENDS, Backend, backend_params
 from reference import random_data
 
 import scale_lib
 
 NAN = float("nan")
-_MUTABLE = [p for p in backend_params() if not p.values[0].is_jax]
-_JAX = [p for p in backend_params() if p.values[0].is_jax]
 
 
 def _sentinel_out(backend: Backend, shape, dtype="float32"):
@@ -30,7 +28,7 @@ def test_x_not_an_array(x) -> None:
         scale_lib.scale(x, 2.0)
 
 
-@pytest.mark.parametrize("backend", _MUTABLE, indirect=True)
+@pytest.mark.parametrize("backend", MUTABLE_BACKENDS, indirect=True)
 def test_out_not_an_array(backend: Backend) -> None:
     x = backend.asarray(np.ones(2), "float32")
     with pytest.raises(TypeError, match="out must be an array.*got list"):
@@ -49,7 +47,7 @@ def test_factor_not_a_real_number(backend: Backend, factor, type_name: str) -> N
         backend.run(scale_lib.scale, x, factor)
 
 
-@pytest.mark.parametrize("backend", _JAX, indirect=True)
+@pytest.mark.parametrize("backend", JAX_BACKENDS, indirect=True)
 def test_factor_traced_under_jit(backend: Backend) -> None:
     jax = backend.mod
     x = backend.asarray(np.ones(3), "float32")
@@ -92,7 +90,7 @@ def test_unsupported_dtype(backend: Backend) -> None:
             backend.run(scale_lib.scale, x, 2.0)
 
 
-@pytest.mark.parametrize("backend", _MUTABLE, indirect=True)
+@pytest.mark.parametrize("backend", MUTABLE_BACKENDS, indirect=True)
 def test_out_dtype_mismatch(backend: Backend) -> None:
     x = backend.asarray(np.ones(4), "float32")
     out = _sentinel_out(backend, 4, "float64")
@@ -103,7 +101,7 @@ def test_out_dtype_mismatch(backend: Backend) -> None:
 
 # -- shapes and layouts -------------------------------------------------------------------------
 @pytest.mark.parametrize(("x_shape", "out_shape"), [((4,), (5,)), ((2, 3), (3, 2)), ((6,), (2, 3)), ((), (1,))])
-@pytest.mark.parametrize("backend", _MUTABLE, indirect=True)
+@pytest.mark.parametrize("backend", MUTABLE_BACKENDS, indirect=True)
 def test_out_shape_mismatch(backend: Backend, x_shape, out_shape) -> None:
     x = backend.asarray(random_data(x_shape, 0), "float32")
     out = _sentinel_out(backend, out_shape)
@@ -128,7 +126,7 @@ def _non_contiguous_views(backend: Backend):
     return views
 
 
-@pytest.mark.parametrize("backend", _MUTABLE, indirect=True)
+@pytest.mark.parametrize("backend", MUTABLE_BACKENDS, indirect=True)
 def test_non_contiguous_x(backend: Backend) -> None:
     for what, x in _non_contiguous_views(backend):
         with pytest.raises(ValueError, match=r"x must be contiguous \(row-major\); got shape .* with element strides"):
@@ -139,7 +137,7 @@ def test_non_contiguous_x(backend: Backend) -> None:
         _assert_untouched(backend, out)
 
 
-@pytest.mark.parametrize("backend", _MUTABLE, indirect=True)
+@pytest.mark.parametrize("backend", MUTABLE_BACKENDS, indirect=True)
 def test_non_contiguous_out(backend: Backend) -> None:
     for what, view in _non_contiguous_views(backend):
         if what in ("broadcast", "expand"):
@@ -149,7 +147,7 @@ def test_non_contiguous_out(backend: Backend) -> None:
             scale_lib.scale(x, 2.0, out=view)
 
 
-@pytest.mark.parametrize("backend", _MUTABLE, indirect=True)
+@pytest.mark.parametrize("backend", MUTABLE_BACKENDS, indirect=True)
 def test_partial_overlap(backend: Backend) -> None:
     buf = backend.asarray(random_data((100,), 3), "float32")
     before = backend.to_numpy(buf)
@@ -170,7 +168,7 @@ def test_read_only_out() -> None:
     assert np.isnan(out).all()
 
 
-@pytest.mark.parametrize("backend", _JAX, indirect=True)
+@pytest.mark.parametrize("backend", JAX_BACKENDS, indirect=True)
 def test_jax_out_rejected(backend: Backend) -> None:
     x = backend.asarray(np.ones(3), "float32")
     out = backend.asarray(np.full(3, NAN), "float32")
@@ -179,7 +177,7 @@ def test_jax_out_rejected(backend: Backend) -> None:
     assert np.isnan(np.asarray(out)).all()
 
 
-@pytest.mark.parametrize("backend", _MUTABLE, indirect=True)
+@pytest.mark.parametrize("backend", MUTABLE_BACKENDS, indirect=True)
 def test_jax_array_as_out_of_other_framework(backend: Backend) -> None:
     jnp = pytest.importorskip("jax.numpy")
     x = backend.asarray(np.ones(3), "float32")

@@ -49,6 +49,6 @@ def test_no_grad_path(backend: Backend) -> None:
 def test_out_with_autograd_is_rejected(backend: Backend) -> None:
     x = _x(backend, 4, stop_gradient=False)
     out = paddle.full([4], float("nan"))
-    with pytest.raises(ValueError, match="out= does not support autograd, and x requires grad"):
+    with pytest.raises(ValueError, match="out= does not support autograd, and an input requires grad"):
         scale_lib.scale(x, 2.0, out=out)
     assert np.isnan(out.numpy()).all()

@@ -7,7 +7,17 @@ import threading
 
 import numpy as np
 import pytest
-from backends import ALL_BACKENDS, DTYPES, Backend, backend_params, numpy_dtype
+from backends import (
+    ALL_BACKENDS,
+    DTYPES,
+    MUTABLE_BACKENDS,
+    Backend,
+    backend_out_params,
+    backend_params,
+    check_native,
+    numpy_dtype,
+    shape_id,
+)
 from reference import assert_close, random_data, scale_reference
 
 import scale_lib
@@ -35,30 +45,10 @@ FACTOR = -1.3
 NAN = float("nan")
 
 
-def shape_id(shape: tuple[int, ...]) -> str:
-    return "x".join(map(str, shape)) if shape else "0d"
-
-
-def _backend_out_params():
-    """(backend, out_mode) pairs: out= only where arrays are mutable (not JAX)."""
-    params = []
-    for p in backend_params():
-        backend = p.values[0]
-        for out_mode in ("new",) if backend.is_jax else ("new", "out"):
-            params.append(pytest.param(backend, out_mode, id=f"{backend.id}-{out_mode}", marks=p.marks))
-    return params
-
-
-def _check_native(backend: Backend, result, dtype: str, shape: tuple[int, ...]) -> None:
-    assert backend.is_native(result), f"{type(result)} is not a {backend.id} array"
-    assert str(result.dtype).endswith(dtype)
-    assert tuple(result.shape) == shape
-
-
 # [matrix.begin]
 @pytest.mark.parametrize("shape", SHAPES, ids=shape_id)
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize(("backend", "out_mode"), _backend_out_params(), indirect=["backend"])
+@pytest.mark.parametrize(("backend", "out_mode"), backend_out_params(), indirect=["backend"])
 def test_scale_matches_reference(backend: Backend, out_mode: str, dtype: str, shape) -> None:
     x = backend.asarray(random_data(shape, seed=len(shape) * 1000 + sum(shape)), dtype)
     x_before = backend.to_numpy(x)
@@ -72,7 +62,7 @@ def test_scale_matches_reference(backend: Backend, out_mode: str, dtype: str, sh
         assert np.isnan(guards[:16]).all() and np.isnan(guards[-16:]).all(), "stray write"
     else:
         result = backend.run(scale_lib.scale, x, FACTOR)
-        _check_native(backend, result, dtype, shape)
+        check_native(backend, result, dtype, shape)
 
     assert_close(backend.to_numpy(result), expected, dtype)  # NaN sentinel left = missing write
     np.testing.assert_array_equal(backend.to_numpy(x), x_before)  # input untouched
@@ -100,11 +90,8 @@ def test_scale_propagates_ieee_specials(backend: Backend, dtype: str) -> None:
     np.testing.assert_array_equal(np.signbit(result[finite]), np.signbit(expected[finite]))
 
 
-_MUTABLE = [p for p in backend_params() if not p.values[0].is_jax]
-
-
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("backend", _MUTABLE, indirect=True)
+@pytest.mark.parametrize("backend", MUTABLE_BACKENDS, indirect=True)
 def test_scale_in_place(backend: Backend, dtype: str) -> None:
     x = backend.asarray(random_data((4099,), seed=2), dtype)
     expected = scale_reference(backend.to_numpy(x), 3.0)
@@ -114,7 +101,7 @@ def test_scale_in_place(backend: Backend, dtype: str) -> None:
 
 @pytest.mark.parametrize("n", [1, 257, 4097, 100_003])
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("backend", _MUTABLE, indirect=True)
+@pytest.mark.parametrize("backend", MUTABLE_BACKENDS, indirect=True)
 def test_scale_unaligned_views(backend: Backend, dtype: str, n: int) -> None:
     # Views one element into a buffer: not 16-byte aligned, non-zero data offset. The CUDA
     # kernel takes its scalar path.

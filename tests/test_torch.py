@@ -73,7 +73,7 @@ def test_no_grad_and_inference_mode_take_the_direct_path(backend: Backend) -> No
 def test_out_with_autograd_is_rejected(backend: Backend) -> None:
     x = _randn(backend, 4, requires_grad=True)
     out = torch.full((4,), NAN, device=backend.device)
-    with pytest.raises(ValueError, match="out= does not support autograd, and x requires grad"):
+    with pytest.raises(ValueError, match="out= does not support autograd, and an input requires grad"):
         scale_lib.scale(x, 2.0, out=out)
     assert torch.isnan(out).all()
 

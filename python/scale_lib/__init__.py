@@ -11,7 +11,7 @@ from typing import Any
 
 from . import _jax
 from ._lib import BUILD_INFO, LIB
-from .ops import scale
+from .ops import axpby, flatnonzero, l2_norm, rms_norm, scale
 
 __version__ = "0.1.0"
 
@@ -31,4 +31,14 @@ def cuda_available() -> bool:
 
 _jax.register_if_jax_imported()
 
-__all__ = ["__version__", "build_info", "cuda_available", "lib", "scale"]
+__all__ = [
+    "__version__",
+    "axpby",
+    "build_info",
+    "cuda_available",
+    "flatnonzero",
+    "l2_norm",
+    "lib",
+    "rms_norm",
+    "scale",
+]

@@ -1,6 +1,8 @@
-"""Output allocation: a new, contiguous array of the caller's framework, device, dtype, shape.
+"""Output allocation: new arrays of the caller's framework on the caller's device.
 
-JAX is absent on purpose: XLA allocates JAX outputs (see ``_jax.py``).
+``empty`` makes an uninitialised contiguous array (an op's output, or a workspace); ``adopt``
+hands an array the library allocated itself to the caller's framework without a copy. JAX is
+absent from ``empty`` on purpose: XLA allocates JAX outputs (see ``_jax.py``).
 """
 
 from __future__ import annotations
@@ -10,26 +12,41 @@ from typing import Any, Callable
 
 from . import _frameworks as fw
 
-
-def _numpy_empty(x: Any) -> Any:
-    return sys.modules["numpy"].empty(x.shape, dtype=x.dtype)
+Shape = tuple[int, ...]
 
 
-def _torch_empty(x: Any) -> Any:
-    return sys.modules["torch"].empty(x.shape, dtype=x.dtype, device=x.device)
+def _numpy_empty(like: Any, shape: Shape | None, dtype: str | None) -> Any:
+    np = sys.modules["numpy"]
+    return np.empty(like.shape if shape is None else shape, dtype=like.dtype if dtype is None else dtype)
 
 
-def _paddle_empty(x: Any) -> Any:
-    return sys.modules["paddle"].empty_like(x)
+def _torch_empty(like: Any, shape: Shape | None, dtype: str | None) -> Any:
+    torch = sys.modules["torch"]
+    return torch.empty(
+        like.shape if shape is None else shape,
+        dtype=like.dtype if dtype is None else getattr(torch, dtype),
+        device=like.device,
+    )
 
 
-def _cupy_empty(x: Any) -> Any:
+def _paddle_empty(like: Any, shape: Shape | None, dtype: str | None) -> Any:
+    paddle = sys.modules["paddle"]
+    if shape is None and dtype is None:
+        return paddle.empty_like(like)
+    return paddle.empty(
+        list(like.shape if shape is None else shape),
+        dtype=like.dtype if dtype is None else dtype,
+        device=like.place,
+    )
+
+
+def _cupy_empty(like: Any, shape: Shape | None, dtype: str | None) -> Any:
     cupy = sys.modules["cupy"]
-    with x.device:
-        return cupy.empty(x.shape, dtype=x.dtype)
+    with like.device:
+        return cupy.empty(like.shape if shape is None else shape, dtype=like.dtype if dtype is None else dtype)
 
 
-_EMPTY: dict[fw.Framework, Callable[[Any], Any]] = {
+_EMPTY: dict[fw.Framework, Callable[[Any, Shape | None, str | None], Any]] = {
     fw.NUMPY: _numpy_empty,
     fw.TORCH: _torch_empty,
     fw.PADDLE: _paddle_empty,
@@ -37,6 +54,37 @@ _EMPTY: dict[fw.Framework, Callable[[Any], Any]] = {
 }
 
 
-def empty_like(framework: fw.Framework, x: Any) -> Any:
-    """An uninitialised contiguous array like ``x`` (same framework, device, dtype, shape)."""
-    return _EMPTY[framework](x)
+def empty(framework: fw.Framework, like: Any, shape: Shape | None = None, dtype: str | None = None) -> Any:
+    """An uninitialised contiguous array on ``like``'s framework and device, with ``like``'s
+    shape and dtype unless given (``dtype`` by name, e.g. ``"float64"``)."""
+    return _EMPTY[framework](like, shape, dtype)
+
+
+_FROM_DLPACK_MODULE = {
+    fw.NUMPY: "numpy",
+    fw.TORCH: "torch",
+    fw.PADDLE: "paddle",
+    fw.CUPY: "cupy",
+    fw.JAX: "jax.numpy",
+}
+
+
+# [adopt.begin]
+def adopt(framework: fw.Framework, result: Any) -> Any:
+    """The library's result as an array of ``framework``, without a copy.
+
+    A result the library allocated through the caller's framework (PyTorch, Paddle) already is
+    one. Otherwise it is a ``tvm_ffi.Tensor`` over memory the library allocated: the framework
+    takes it over through DLPack, and it is freed by code in the library, which the package
+    keeps loaded for the life of the process.
+    """
+    if framework.name in ("torch", "paddle") and not _is_ffi_tensor(result):
+        return result
+    return sys.modules[_FROM_DLPACK_MODULE[framework]].from_dlpack(result)
+# [adopt.end]
+
+
+def _is_ffi_tensor(result: Any) -> bool:
+    import tvm_ffi
+
+    return isinstance(result, tvm_ffi.Tensor)

@@ -33,6 +33,9 @@ class Framework:
     is_jax = False
     has_framework_ops = False  # whether wants_framework_op can ever be true
     sets_stream = False  # whether calls must go through invoke()
+    # Whether CUDA scratch memory must be passed in: the framework publishes no allocator that
+    # the library could take it from.
+    needs_explicit_workspace = False
 
     def check_writable(self, out: Any, arg_name: str) -> None:
         """Raise if ``out`` must never be written (checked before every call)."""
@@ -50,7 +53,7 @@ class Framework:
         """Whether this call must go through the framework's own op (autograd, compilation)."""
         return False
 
-    def call_framework_op(self, op: Op, x: Any, attrs: tuple[Any, ...], out: Any) -> Any:
+    def call_framework_op(self, op: Op, inputs: tuple[Any, ...], attrs: tuple[Any, ...], out: Any) -> Any:
         raise NotImplementedError
 
 
@@ -75,8 +78,8 @@ class _Torch(Framework):
     has_framework_ops = True
     wants_framework_op = staticmethod(_torch.wants_custom_op)
 
-    def call_framework_op(self, op: Op, x: Any, attrs: tuple[Any, ...], out: Any) -> Any:
-        return _torch.call(op, x, attrs, out)
+    def call_framework_op(self, op: Op, inputs: tuple[Any, ...], attrs: tuple[Any, ...], out: Any) -> Any:
+        return _torch.call(op, inputs, attrs, out)
 
 
 class _Paddle(Framework):
@@ -84,13 +87,14 @@ class _Paddle(Framework):
     has_framework_ops = True
     wants_framework_op = staticmethod(_paddle.needs_autograd)
 
-    def call_framework_op(self, op: Op, x: Any, attrs: tuple[Any, ...], out: Any) -> Any:
-        return _paddle.call(op, x, attrs, out)
+    def call_framework_op(self, op: Op, inputs: tuple[Any, ...], attrs: tuple[Any, ...], out: Any) -> Any:
+        return _paddle.call(op, inputs, attrs, out)
 
 
 class _CuPy(Framework):
     name = "cupy"
     sets_stream = True
+    needs_explicit_workspace = True
 
     def invoke(self, x: Any, fn: Callable[..., Any], *args: Any) -> Any:
         import cupy

@@ -5,6 +5,10 @@ written in place. Targets are named ``scale_lib.<op>`` and registered once per p
 CPU and GPU platforms: when scale_lib is imported after JAX, or else on the first JAX call. A
 CPU-only build registers the GPU target too, so that under ``jax.jit`` on a GPU the library's own
 "built without CUDA support" error is what the user sees.
+
+Ops that need scratch memory use jax-tvm-ffi's workspace: one more XLA output that the library
+receives as its allocator. Ops whose output size depends on the data cannot be XLA targets (XLA
+shapes are static); they run eagerly on concrete arrays only.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ if TYPE_CHECKING:
 _OPS: list[Op] = []
 _registered = False
 _lock = threading.Lock()
+_WORKSPACE_SLACK = 256  # jax-tvm-ffi aligns each allocation in the workspace to 128 bytes
 
 
 def add_op(op: Op) -> None:
@@ -47,7 +52,7 @@ def register_targets() -> None:
         # (importlib.reload, a fresh import after sys.modules was cleared) registers nothing.
         done: set[str] = jax_tvm_ffi.__dict__.setdefault("_scale_lib_registered_targets", set())
         for op in _OPS:
-            if op.jax_target in done:
+            if op.jax_target in done or op.output.allocated_by_library:
                 continue
             arg_spec = ["rets", "args", *(f"attrs.{name}" for name, _ in op.attrs)]
             for platform in ("cpu", "gpu"):
@@ -57,6 +62,7 @@ def register_targets() -> None:
                     arg_spec,
                     platform=platform,
                     allow_cuda_graph=op.cuda_graph_safe,
+                    use_last_output_for_alloc_workspace=op.workspace_bytes is not None,
                 )
             done.add(op.jax_target)
         _registered = True
@@ -78,10 +84,12 @@ def _attribute(value: Any) -> Any:
     return np.float64(value)
 
 
-def _check_platform(x: Any) -> None:
-    import jax
+def _is_tracer(x: Any) -> bool:
+    return isinstance(x, sys.modules["jax"].core.Tracer)
 
-    if isinstance(x, jax.core.Tracer):
+
+def _check_platform(x: Any) -> None:
+    if _is_tracer(x):
         return  # placement is decided at lowering time; XLA picks the target by platform
     platform = next(iter(x.devices())).platform
     if platform in ("gpu", "cuda") and not WITH_CUDA:
@@ -95,41 +103,82 @@ def _check_platform(x: Any) -> None:
         )
 
 
-def call(op: Op, x: Any, attrs: tuple[Any, ...]) -> Any:
-    """Run ``op`` on JAX array ``x`` through XLA; same checks as the library, raised in Python."""
-    if str(x.dtype) not in op.dtypes:
-        raise TypeError(
-            f"x has unsupported dtype {x.dtype}; expected one of {', '.join(op.dtypes)}"
-        )
-    _check_platform(x)
-    register_targets()
-    return _differentiable(op)(x, attrs)
-
-
-def _ffi_call(op: Op, x: Any, attrs: tuple[Any, ...]) -> Any:
+def call(op: Op, inputs: tuple[Any, ...], attrs: tuple[Any, ...]) -> Any:
+    """Run ``op`` on JAX arrays through XLA; the library's checks, raised in Python."""
     import jax
 
-    result = jax.ShapeDtypeStruct(x.shape, x.dtype)
+    x = inputs[0]
+    for spec, t in zip(op.inputs, inputs):
+        if t is not None and not isinstance(t, jax.Array):
+            raise TypeError(f"{spec.name} must be a JAX array like x; got {type(t).__name__}")
+    if str(x.dtype) not in op.dtypes:
+        raise TypeError(f"x has unsupported dtype {x.dtype}; expected one of {', '.join(op.dtypes)}")
+    if op.check is not None:
+        op.check(*inputs, *attrs)
+    _check_platform(x)
+    if op.output.allocated_by_library:
+        return _call_eagerly(op, inputs, attrs)
+    register_targets()
+    return _differentiable(op)(*inputs, attrs)
+
+
+def _call_eagerly(op: Op, inputs: tuple[Any, ...], attrs: tuple[Any, ...]) -> Any:
+    if any(t is not None and _is_tracer(t) for t in inputs):
+        raise TypeError(
+            f"{op.name} cannot be traced by JAX (jax.jit, vmap, grad): the size of its result "
+            "depends on the data, and XLA shapes are static. Call it on concrete arrays"
+        )
+    from ._alloc import adopt
+    from ._frameworks import JAX
+
+    # Inputs are only read, so passing JAX's buffers to the library through DLPack is safe.
+    return adopt(JAX, op.fn(*inputs, *attrs))
+
+
+def _ffi_call(op: Op, inputs: tuple[Any, ...], attrs: tuple[Any, ...]) -> Any:
+    import jax
+    import numpy as np
+
+    x = inputs[0]
+    present = tuple(
+        spec.jax_stand_in(x) if t is None else t for spec, t in zip(op.inputs, inputs)
+    )
+    like = present[op._like]
+    shape = like.shape if op.output.shape is None else tuple(op.output.shape(*present))
+    results = [jax.ShapeDtypeStruct(shape, like.dtype if op.output.dtype is None else op.output.dtype)]
+    if op.workspace_bytes is not None:
+        numel, groups = int(np.prod(x.shape, dtype=np.int64)), int(np.prod(shape, dtype=np.int64))
+        nbytes = op.workspace_bytes(numel, max(groups, 1)) + _WORKSPACE_SLACK
+        results.append(jax.ShapeDtypeStruct((nbytes,), np.uint8))
     kwargs = {name: _attribute(value) for (name, _), value in zip(op.attrs, attrs)}
-    # broadcast_all: under jax.vmap the kernel sees the batched array, which an elementwise
-    # kernel handles as is -- a batching rule, not a loop over the batch.
-    return jax.ffi.ffi_call(op.jax_target, result, vmap_method="broadcast_all")(x, **kwargs)
+    # Under jax.vmap the kernel sees the batched arrays, which every op handles as more leading
+    # dimensions: a batching rule, not a loop over the batch.
+    call = jax.ffi.ffi_call(op.jax_target, results, vmap_method=op.jax_vmap_method)
+    return call(*present, **kwargs)[0]
 
 
 @functools.cache
-def _differentiable(op: Op) -> Callable[[Any, tuple[Any, ...]], Any]:
-    """``op`` as a JAX function of ``(x, attrs)``, with a custom VJP where the op has one."""
+def _differentiable(op: Op) -> Callable[..., Any]:
+    """``op`` as a JAX function of ``(*inputs, attrs)``, with a custom VJP where it has one."""
+    n = len(op.inputs)
+
+    def primal(*args: Any) -> Any:
+        return _ffi_call(op, args[:n], args[n])
+
     if op.vjp is None:
-        return functools.partial(_ffi_call, op)
+        return primal
     import jax
 
-    f = jax.custom_vjp(functools.partial(_ffi_call, op), nondiff_argnums=(1,))
+    f = jax.custom_vjp(primal, nondiff_argnums=(n,))
 
-    def forward(x: Any, attrs: tuple[Any, ...]) -> tuple[Any, None]:
-        return _ffi_call(op, x, attrs), None
+    def forward(*args: Any) -> tuple[Any, tuple[Any, ...]]:
+        out = primal(*args)
+        return out, (args[:n], out)
 
-    def backward(attrs: tuple[Any, ...], _: None, grad: Any) -> tuple[Any]:
-        return (op.vjp(grad, *attrs),)
+    def backward(attrs: tuple[Any, ...], residuals: tuple[Any, ...], grad: Any) -> tuple[Any, ...]:
+        inputs, out = residuals
+        return tuple(op.vjp(grad, out, *inputs, *attrs))
 
     f.defvjp(forward, backward)
     return f
+

@@ -15,32 +15,43 @@ def needs_autograd(x: Any) -> bool:
     return not x.stop_gradient and sys.modules["paddle"].is_grad_enabled()
 
 
-def call(op: Op, x: Any, attrs: tuple[Any, ...], out: Any) -> Any:
+def call(op: Op, inputs: tuple[Any, ...], attrs: tuple[Any, ...], out: Any) -> Any:
     if out is not None:
         raise ValueError(
-            "out= does not support autograd, and x requires grad (stop_gradient=False): call "
-            "without out=, or under paddle.no_grad()"
+            "out= does not support autograd, and an input requires grad (stop_gradient=False): "
+            "call without out=, or under paddle.no_grad()"
         )
     if op.vjp is None:
-        raise TypeError(f"{op.name} is not differentiable: pass a tensor with stop_gradient=True")
-    return _layer(op).apply(x, *attrs)
+        raise TypeError(f"{op.name} is not differentiable: pass tensors with stop_gradient=True")
+    return _layer(op).apply(*inputs, *attrs)
 
 
 @functools.cache
 def _layer(op: Op) -> Any:
+    from . import _frameworks
+
     paddle = sys.modules["paddle"]
+    n = len(op.inputs)
 
     class OpLayer(paddle.autograd.PyLayer):
         @staticmethod
-        def forward(ctx: Any, x: Any, *attrs: Any) -> Any:
+        def forward(ctx: Any, *args: Any) -> Any:
+            inputs, attrs = args[:n], args[n:]
+            out = op.allocate(_frameworks.PADDLE, inputs)
+            op.fn(out, *inputs, *attrs)
+            ctx.present = [t is not None for t in inputs]
+            ctx.save_for_backward(*(t for t in inputs if t is not None), out)
             ctx.attrs = attrs
-            out = paddle.empty_like(x)
-            op.fn(out, x, *attrs)
             return out
 
         @staticmethod
         def backward(ctx: Any, grad: Any) -> Any:
-            return op.vjp(grad.contiguous(), *ctx.attrs)
+            *saved, out = ctx.saved_tensor()
+            saved_inputs = iter(saved)
+            inputs = [next(saved_inputs) if present else None for present in ctx.present]
+            grads = op.vjp(grad.contiguous(), out, *inputs, *ctx.attrs)
+            # PyLayer wants one gradient per tensor argument: absent optional inputs have none.
+            return tuple(g for g, present in zip(grads, ctx.present) if present)
 
     OpLayer.__name__ = OpLayer.__qualname__ = f"scale_lib_{op.name}"
     return OpLayer

@@ -42,25 +42,24 @@ def wants_custom_op(x: Any) -> bool:
     )
 
 
-def call(op: Op, x: Any, attrs: tuple[Any, ...], out: Any) -> Any:
+def call(op: Op, inputs: tuple[Any, ...], attrs: tuple[Any, ...], out: Any) -> Any:
+    x = inputs[0]
     if x.device.type not in ("cpu", "cuda", "meta"):
-        raise ValueError(
-            f"x is on unsupported device {x.device}; scale_lib supports cpu and cuda"
-        )
+        raise ValueError(f"x is on unsupported device {x.device}; scale_lib supports cpu and cuda")
     functional, out_variant = _packets[op.name]
     if out is None:
-        return functional(x, *attrs)
-    if x.requires_grad and torch.is_grad_enabled():
+        return functional(*inputs, *attrs)
+    if _grad_enabled() and any(getattr(t, "requires_grad", False) for t in inputs):
         raise ValueError(
-            "out= does not support autograd, and x requires grad: call without out=, or under "
-            "torch.no_grad()"
+            "out= does not support autograd, and an input requires grad: call without out=, or "
+            "under torch.no_grad()"
         )
-    out_variant(out, x, *attrs)
+    out_variant(out, *inputs, *attrs)
     return out
 
 
 def register(op: Op) -> None:
-    """Define ``scale_lib::<op>`` and ``scale_lib::<op>_out`` (once per process)."""
+    """Define ``scale_lib::<op>`` (and ``scale_lib::<op>_out``), once per process."""
     global _library
     if torch is None:
         return
@@ -69,47 +68,70 @@ def register(op: Op) -> None:
     namespace = getattr(torch.ops, NAMESPACE)
     if not hasattr(namespace, op.name):  # a re-imported copy of scale_lib reuses the definition
         _define(op)
-    _packets[op.name] = (getattr(namespace, op.name), getattr(namespace, f"{op.name}_out"))
+    out_packet = None if op.output.allocated_by_library else getattr(namespace, f"{op.name}_out")
+    _packets[op.name] = (getattr(namespace, op.name), out_packet)
 
 
 def _define(op: Op) -> None:
-    attrs = "".join(f", {_SCHEMA_TYPE[kind]} {name}" for name, kind in op.attrs)
+    from . import _frameworks
+
+    n = len(op.inputs)
+    args = ", ".join(
+        [f"Tensor{'?' if i.optional else ''} {i.name}" for i in op.inputs]
+        + [f"{_SCHEMA_TYPE[kind]} {name}" for name, kind in op.attrs]
+    )
     qualname = f"{NAMESPACE}::{op.name}"
-    _library.define(f"{op.name}(Tensor x{attrs}) -> Tensor")
-    _library.define(f"{op.name}_out(Tensor(a!) out, Tensor x{attrs}) -> ()")
+    _library.define(f"{op.name}({args}) -> Tensor")
 
-    def functional(x: Any, *attrs: Any) -> Any:
-        out = torch.empty_like(x, memory_format=torch.contiguous_format)
-        op.fn(out, x, *attrs)
-        return out
+    if op.output.allocated_by_library:
 
-    def out_variant(out: Any, x: Any, *attrs: Any) -> None:
-        op.fn(out, x, *attrs)
+        def functional(*args: Any) -> Any:
+            return op.fn(*args)  # the library allocates through torch's allocator
 
-    def fake(x: Any, *attrs: Any) -> Any:
-        return torch.empty_like(x, memory_format=torch.contiguous_format)
+        def fake(*args: Any) -> Any:
+            # The length depends on the data: an unbacked symbolic size.
+            size = torch.library.get_ctx().new_dynamic_size()
+            return args[0].new_empty((size,), dtype=getattr(torch, op.output.dtype))
 
-    def fake_out(out: Any, x: Any, *attrs: Any) -> None:
-        return None
+    else:
+        _library.define(f"{op.name}_out(Tensor(a!) out, {args}) -> ()")
+
+        def functional(*args: Any) -> Any:
+            out = op.allocate(_frameworks.TORCH, args[:n])
+            op.fn(out, *args)
+            return out
+
+        def fake(*args: Any) -> Any:
+            return op.allocate(_frameworks.TORCH, args[:n])
+
+        def out_variant(out: Any, *args: Any) -> None:
+            op.fn(out, *args)
+
+        def fake_out(out: Any, *args: Any) -> None:
+            return None
+
+        torch.library.impl(f"{qualname}_out", ("cpu", "cuda"), out_variant, lib=_library)
+        torch.library.register_fake(f"{qualname}_out", fake_out, lib=_library)
 
     torch.library.impl(qualname, ("cpu", "cuda"), functional, lib=_library)
-    torch.library.impl(f"{qualname}_out", ("cpu", "cuda"), out_variant, lib=_library)
     torch.library.register_fake(qualname, fake, lib=_library)
-    torch.library.register_fake(f"{qualname}_out", fake_out, lib=_library)
     if op.vjp is not None:
-        torch.library.register_autograd(
-            qualname, _backward(op.vjp), setup_context=_setup_context, lib=_library
-        )
+        setup_context, backward = _autograd(op)
+        torch.library.register_autograd(qualname, backward, setup_context=setup_context, lib=_library)
 
 
-def _setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
-    ctx.attrs = inputs[1:]
+def _autograd(op: Op) -> tuple[Callable[..., None], Callable[..., tuple[Any, ...]]]:
+    n = len(op.inputs)
 
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+        ctx.save_for_backward(*inputs[:n], output)
+        ctx.attrs = inputs[n:]
 
-def _backward(vjp: Callable[..., Any]) -> Callable[..., Any]:
     def backward(ctx: Any, grad: Any) -> tuple[Any, ...]:
+        *tensors, output = ctx.saved_tensors
         # Incoming gradients may be expanded views (the gradient of a sum is); kernels need
-        # contiguous input. The vjp calls public ops, so double backward works too.
-        return (vjp(grad.contiguous(), *ctx.attrs), *(None for _ in ctx.attrs))
+        # contiguous input. The vjp calls public ops, so double backward works where they do.
+        grads = op.vjp(grad.contiguous(), output, *tensors, *ctx.attrs)
+        return (*grads, *(None for _ in ctx.attrs))
 
-    return backward
+    return setup_context, backward

@@ -1,4 +1,8 @@
-"""The public ops. Each takes arrays of any supported framework and returns the same kind."""
+"""The public ops. Each takes arrays of any supported framework and returns the same kind.
+
+Each op is one :class:`~scale_lib._op.Op` declaration (the exported function, its inputs,
+scalar attributes, output and vjp) and one typed function that checks its scalar arguments.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,7 @@ import numbers
 import sys
 from typing import Any, TypeVar
 
-from ._op import Op
+from ._op import Input, Op, Output
 
 ArrayT = TypeVar("ArrayT")
 
@@ -27,12 +31,25 @@ def _real_scalar(value: Any, arg_name: str) -> float:
     raise TypeError(f"{arg_name} must be a real number (int or float); got {type(value).__name__}")
 
 
+def _same_as_x(name: str, t: Any, x: Any) -> None:
+    """For JAX, where the library's own checks would surface as XLA runtime errors."""
+    if t.dtype != x.dtype:
+        raise TypeError(f"{name} and x must have the same dtype; got {t.dtype} and {x.dtype}")
+    if tuple(t.shape) != tuple(x.shape):
+        raise ValueError(f"{name} and x must have the same shape; got {tuple(t.shape)} and {tuple(x.shape)}")
+
+
+# ---------------------------------------------------------------------------------------------
+# scale
+# ---------------------------------------------------------------------------------------------
+# [scale_op.begin]
 _scale = Op(
     "scale",
     attrs=(("factor", float),),
-    vjp=lambda grad, factor: scale(grad, factor),  # d(x * f)/dx = f
+    vjp=lambda grad, out, x, factor: (scale(grad, factor),),  # d(x * f)/dx = f
     cuda_graph_safe=True,
 )
+# [scale_op.end]
 
 
 # [scale_api.begin]
@@ -50,7 +67,8 @@ def scale(x: ArrayT, factor: float, *, out: ArrayT | None = None) -> ArrayT:
 
     Returns:
         ``out`` if given, else a new array of the framework, device, dtype and shape of ``x``.
-        For JAX arrays this works eagerly and under ``jax.jit``.
+        Differentiable (PyTorch, JAX, Paddle); works under ``torch.compile``, ``jax.jit`` and
+        ``jax.vmap``.
 
     Raises:
         TypeError: ``x``/``out`` is not an array, has an unsupported or mismatched dtype, or
@@ -58,5 +76,181 @@ def scale(x: ArrayT, factor: float, *, out: ArrayT | None = None) -> ArrayT:
         ValueError: shape or device mismatch, a non-contiguous array, a read-only ``out``, an
             unsupported device, or a CUDA array with a CPU-only build.
     """
-    return _scale.call(x, (_real_scalar(factor, "factor"),), out)
+    return _scale.call((x,), (_real_scalar(factor, "factor"),), out)
 # [scale_api.end]
+
+
+# ---------------------------------------------------------------------------------------------
+# axpby: a kernel shipped as an embedded CUBIN
+# ---------------------------------------------------------------------------------------------
+def _check_axpby(x: Any, y: Any, a: float, b: float) -> None:
+    _same_as_x("y", y, x)
+
+
+_axpby = Op(
+    "axpby",
+    inputs=(Input("x"), Input("y")),
+    attrs=(("a", float), ("b", float)),
+    vjp=lambda grad, out, x, y, a, b: (scale(grad, a), scale(grad, b)),
+    check=_check_axpby,
+    cuda_graph_safe=True,
+)
+
+
+def axpby(x: ArrayT, y: ArrayT, a: float = 1.0, b: float = 1.0, *, out: ArrayT | None = None) -> ArrayT:
+    """``out = a * x + b * y``, elementwise, in one pass over memory.
+
+    The CUDA kernels are compiled to a multi-architecture CUBIN/fatbin at build time, embedded
+    in the library and launched through TVM-FFI's CUBIN launcher (see the docs' CUBIN page).
+
+    Args:
+        x, y: Contiguous arrays of the same float dtype, shape and device (any framework; ``y``
+            may come from another framework than ``x`` on the same device).
+        a, b: Real numbers; computed in float32 for 16-bit inputs, as ``scale``.
+        out: Optional output (may be ``x`` or ``y`` for in-place use; not for JAX).
+
+    Returns:
+        ``out``, or a new array like ``x``. Differentiable in ``x`` and ``y``.
+    """
+    return _axpby.call((x, y), (_real_scalar(a, "a"), _real_scalar(b, "b")), out)
+
+
+# ---------------------------------------------------------------------------------------------
+# rms_norm: a reduction kernel, with an optional tensor argument
+# ---------------------------------------------------------------------------------------------
+def _ones_for_weight(x: Any) -> Any:
+    # JAX has no "absent" FFI buffer: a weight of ones is the same computation.
+    return sys.modules["jax.numpy"].ones(x.shape[-1:], x.dtype)
+
+
+def _check_rms_norm(x: Any, weight: Any, eps: float) -> None:
+    if x.ndim < 1:
+        raise ValueError(f"x must have at least 1 dimension(s); got shape {tuple(x.shape)}")
+    if weight is not None:
+        if weight.dtype != x.dtype:
+            raise TypeError(f"weight and x must have the same dtype; got {weight.dtype} and {x.dtype}")
+        if tuple(weight.shape) != tuple(x.shape[-1:]):
+            raise ValueError(
+                f"weight must have shape ({x.shape[-1]},) to match the last dimension of x; got "
+                f"{tuple(weight.shape)}"
+            )
+
+
+_rms_norm = Op(
+    "rms_norm",
+    inputs=(Input("x"), Input("weight", optional=True, jax_stand_in=_ones_for_weight)),
+    attrs=(("eps", float),),
+    vjp=lambda grad, out, x, weight, eps: _rms_norm_vjp(grad, x, weight, eps),
+    check=_check_rms_norm,
+    jax_vmap_method="expand_dims",  # an unbatched weight stays one row
+    cuda_graph_safe=True,
+)
+
+# The backward pieces: private ops, so that PyTorch (compiled backward included), JAX and Paddle
+# run them like any other op.
+_rms_norm_rstd = Op(
+    "rms_norm_rstd",
+    attrs=(("eps", float),),
+    output=Output(shape=lambda x: x.shape[:-1], dtype="float64"),
+    jax_vmap_method="expand_dims",
+    cuda_graph_safe=True,
+)
+_rms_norm_backward = Op(
+    "rms_norm_backward",
+    inputs=(Input("grad"), Input("x"), Input("weight", optional=True, jax_stand_in=_ones_for_weight), Input("rstd")),
+    output=Output(like="grad"),
+    jax_vmap_method="expand_dims",
+    cuda_graph_safe=True,
+)
+_rms_norm_weight_grad = Op(
+    "rms_norm_weight_grad",
+    inputs=(Input("grad"), Input("x"), Input("rstd")),
+    output=Output(like="grad", shape=lambda grad, x, rstd: x.shape[-1:]),
+    jax_vmap_method="expand_dims",  # per-example weight gradients: one sum per batch element
+    cuda_graph_safe=True,
+)
+
+
+def _rms_norm_vjp(grad: Any, x: Any, weight: Any, eps: float) -> tuple[Any, Any]:
+    rstd = _rms_norm_rstd.call((x,), (eps,))
+    grad_x = _rms_norm_backward.call((grad, x, weight, rstd), ())
+    grad_weight = None if weight is None else _rms_norm_weight_grad.call((grad, x, rstd), ())
+    return grad_x, grad_weight
+
+
+def rms_norm(x: ArrayT, weight: ArrayT | None = None, eps: float = 1e-6, *, out: ArrayT | None = None) -> ArrayT:
+    """Root-mean-square normalisation over the last dimension:
+    ``out = x / sqrt(mean(x**2, axis=-1, keepdims=True) + eps) * weight``.
+
+    Args:
+        x: A float16, bfloat16, float32 or float64 array of 1 or more dimensions; every leading
+            dimension is a batch of rows. Accumulation is in float32 (float64 for float64).
+            Rows may be a strided slice of a wider array (``x[:, :hidden]``): the last dimension
+            must be contiguous, the rows evenly spaced.
+        weight: Optional scale of shape ``(x.shape[-1],)`` and ``x``'s dtype; ``None`` for none.
+        eps: Non-negative, added to the mean square.
+        out: Optional output with ``x``'s shape, dtype and device (may be ``x``; not for JAX).
+
+    Returns:
+        ``out``, or a new contiguous array like ``x``. Differentiable in ``x`` and ``weight``
+        (PyTorch, JAX, Paddle); works under ``torch.compile``, ``jax.jit`` and ``jax.vmap``.
+    """
+    return _rms_norm.call((x, weight), (_real_scalar(eps, "eps"),), out)
+
+
+# ---------------------------------------------------------------------------------------------
+# flatnonzero: an output whose size depends on the data, allocated by the library
+# ---------------------------------------------------------------------------------------------
+_flatnonzero = Op("flatnonzero", output=Output(dtype="int64", allocated_by_library=True))
+
+
+def flatnonzero(x: ArrayT) -> ArrayT:
+    """The indices of the non-zero elements of ``x``, flattened in row-major order, as int64
+    (like ``numpy.flatnonzero``). NaN counts as non-zero, ``-0.0`` as zero.
+
+    The size of the result depends on the data, so the library allocates it: with the caller's
+    framework allocator where it publishes one (PyTorch, Paddle), else itself, handing the array
+    to the caller's framework through DLPack without a copy. There is no ``out=``. On CUDA the
+    call waits for the count (a device-to-host copy), so it cannot be captured in a CUDA graph.
+    JAX arrays work eagerly, not under ``jax.jit`` (XLA shapes are static); PyTorch's
+    ``torch.compile`` sees a data-dependent size.
+
+    Args:
+        x: A contiguous float16, bfloat16, float32 or float64 array of any shape.
+
+    Returns:
+        A 1-D int64 array of the caller's framework and device.
+    """
+    return _flatnonzero.call((x,), ())
+
+
+# ---------------------------------------------------------------------------------------------
+# l2_norm: a two-pass reduction that needs scratch memory
+# ---------------------------------------------------------------------------------------------
+_l2_norm = Op(
+    "l2_norm",
+    output=Output(shape=lambda x: ()),
+    # d|x|/dx = x / |x| (NaN at x = 0, as jnp.linalg.norm's gradient)
+    vjp=lambda grad, out, x: (x * (grad / out),),
+    workspace="l2_norm_workspace_bytes",
+    cuda_graph_safe=True,
+)
+
+
+def l2_norm(x: ArrayT) -> ArrayT:
+    """The Euclidean norm of all elements of ``x``: ``sqrt(sum(x**2))``, accumulated in float64,
+    as a 0-d array of ``x``'s dtype. Deterministic: the same input gives the same bits.
+
+    On CUDA the reduction takes two passes with scratch memory between them, which comes from the
+    caller's framework (PyTorch's or Paddle's allocator, jax-tvm-ffi's workspace under JAX) or,
+    for CuPy, is allocated by scale_lib with CuPy and passed in; never from a hidden
+    ``cudaMalloc``.
+
+    Args:
+        x: A contiguous float16, bfloat16, float32 or float64 array of any shape.
+
+    Returns:
+        A 0-d array of the caller's framework, device and dtype. Differentiable; under
+        ``jax.vmap`` one norm per batch element.
+    """
+    return _l2_norm.call((x,), ())

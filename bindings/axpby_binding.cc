@@ -1,0 +1,12 @@
+// ABI of axpby: axpby(out, x, y, a, b). Routing only; the math is in kernels/.
+#include "axpby.h"
+
+namespace scale_lib {
+
+void Axpby(ffi::TensorView out, ffi::TensorView x, ffi::TensorView y, double a, double b) {
+  SCALE_LIB_ROUTE_BY_DEVICE(x, AxpbyCPU(out, x, y, a, b), AxpbyCUDA(out, x, y, a, b));
+}
+
+}  // namespace scale_lib
+
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(axpby, scale_lib::Axpby);

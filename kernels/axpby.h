@@ -1,0 +1,34 @@
+// axpby: out = a * x + b * y, elementwise. The CUDA kernels ship as an embedded CUBIN/fatbin
+// (kernels/cubin/axpby_kernels.cu, launched by kernels/axpby.cu); the CPU twin is axpby_cpu.cc.
+#ifndef SCALE_LIB_KERNELS_AXPBY_H_
+#define SCALE_LIB_KERNELS_AXPBY_H_
+
+#include "tvm_ffi_utils.h"
+
+namespace scale_lib {
+
+inline void CheckAxpbyArgs(const ffi::TensorView& out, const ffi::TensorView& x,
+                           const ffi::TensorView& y) {
+  CHECK_FLOATING(x);
+  CHECK_SAME_DTYPE(y, x);
+  CHECK_SAME_SHAPE(y, x);
+  CHECK_SAME_DEVICE(y, x);
+  CHECK_SAME_DTYPE(out, x);
+  CHECK_SAME_SHAPE(out, x);
+  CHECK_SAME_DEVICE(out, x);
+  CHECK_CONTIGUOUS(x);
+  CHECK_CONTIGUOUS(y);
+  CHECK_CONTIGUOUS(out);
+  CHECK_NO_PARTIAL_OVERLAP(out, x);
+  CHECK_NO_PARTIAL_OVERLAP(out, y);
+}
+
+void AxpbyCPU(ffi::TensorView out, ffi::TensorView x, ffi::TensorView y, double a, double b);
+
+#if defined(SCALE_LIB_WITH_CUDA)
+void AxpbyCUDA(ffi::TensorView out, ffi::TensorView x, ffi::TensorView y, double a, double b);
+#endif
+
+}  // namespace scale_lib
+
+#endif  // SCALE_LIB_KERNELS_AXPBY_H_

@@ -1,0 +1,57 @@
+// Load/compute/store rules for CUDA kernels (the twin of cpu_float.h): 16-bit floats compute in
+// float32, float32 in float32, float64 in float64.
+#ifndef SCALE_LIB_KERNELS_CUDA_FLOAT_CUH_
+#define SCALE_LIB_KERNELS_CUDA_FLOAT_CUH_
+
+#include <type_traits>
+
+#include "tvm_ffi_utils.h"
+
+namespace scale_lib {
+namespace cuda {
+
+template <typename T>
+struct FloatMath {
+  using Compute = T;
+  __device__ static T Load(T v) { return v; }
+  __device__ static T Store(T v) { return v; }
+};
+
+template <>
+struct FloatMath<float16_t> {
+  using Compute = float;
+  __device__ static float Load(float16_t v) { return __half2float(v); }
+  __device__ static float16_t Store(float v) { return __float2half_rn(v); }
+};
+
+template <>
+struct FloatMath<bfloat16_t> {
+  using Compute = float;
+  __device__ static float Load(bfloat16_t v) { return __bfloat162float(v); }
+  __device__ static bfloat16_t Store(float v) { return __float2bfloat16_rn(v); }
+};
+
+// kWidth elements of T in one aligned load/store (16 bytes for kWidth = 16 / sizeof(T)).
+template <typename T, int kWidth>
+struct alignas(sizeof(T) * kWidth) Pack {
+  T v[kWidth];
+};
+
+template <typename T>
+inline constexpr int kPackWidth = 16 / static_cast<int>(sizeof(T));  // elements per 16 bytes
+
+inline bool IsAligned(const void* p, size_t bytes) {
+  return reinterpret_cast<uintptr_t>(p) % bytes == 0;
+}
+
+// Grid dimension x is capped at 2^31 - 1; kernels' grid-stride loops cover any remainder.
+inline unsigned int GridSize(int64_t work_items, int64_t items_per_block) {
+  const int64_t blocks = (work_items + items_per_block - 1) / items_per_block;
+  const int64_t max_blocks = 0x7fffffff;
+  return static_cast<unsigned int>(blocks < 1 ? 1 : (blocks > max_blocks ? max_blocks : blocks));
+}
+
+}  // namespace cuda
+}  // namespace scale_lib
+
+#endif  // SCALE_LIB_KERNELS_CUDA_FLOAT_CUH_

@@ -1,0 +1,80 @@
+// CUDA l2_norm: pass 1 writes one float64 partial sum of squares per block into the workspace
+// (blocks x groups), pass 2 (one block per group) adds a group's partials in a fixed order and
+// takes the square root.
+#include <cub/block/block_reduce.cuh>
+#include <cstdint>
+
+#include "cuda_float.cuh"
+#include "l2_norm.h"
+
+namespace scale_lib {
+namespace {
+
+constexpr int kThreads = static_cast<int>(kL2NormThreads);
+constexpr int kMaxBlocks = static_cast<int>(kL2NormMaxBlocks);
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    SumOfSquaresKernel(const T* x, int64_t per_group, double* partials) {
+  using BlockReduce = cub::BlockReduce<double, kThreads>;
+  __shared__ typename BlockReduce::TempStorage storage;
+  const T* group = x + static_cast<int64_t>(blockIdx.y) * per_group;
+  double sum = 0;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * kThreads;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; i < per_group; i += stride) {
+    const double v = static_cast<double>(cuda::FloatMath<T>::Load(group[i]));
+    sum += v * v;
+  }
+  sum = BlockReduce(storage).Sum(sum);
+  if (threadIdx.x == 0) partials[static_cast<int64_t>(blockIdx.y) * gridDim.x + blockIdx.x] = sum;
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kMaxBlocks)
+    FinishNormKernel(const double* partials, int blocks_per_group, T* out) {
+  using BlockReduce = cub::BlockReduce<double, kMaxBlocks>;
+  __shared__ typename BlockReduce::TempStorage storage;
+  const double* group = partials + static_cast<int64_t>(blockIdx.x) * blocks_per_group;
+  const double sum = BlockReduce(storage).Sum(threadIdx.x < blocks_per_group ? group[threadIdx.x] : 0.0);
+  using Compute = typename cuda::FloatMath<T>::Compute;
+  if (threadIdx.x == 0) out[blockIdx.x] = cuda::FloatMath<T>::Store(static_cast<Compute>(sqrt(sum)));
+}
+
+}  // namespace
+
+// [workspace_use.begin]
+void L2NormCUDA(ffi::TensorView out, ffi::TensorView x, ffi::Optional<ffi::TensorView> workspace) {
+  const int64_t groups = CheckL2NormArgs(out, x);
+  if (workspace.has_value()) CheckWorkspace(workspace.value(), x, groups);
+  if (groups == 0) return;
+  TVM_FFI_CHECK(groups <= 65535, ValueError) << "l2_norm supports at most 65535 norms at once; got " << groups;
+  const int64_t per_group = x.numel() / groups;
+  const int64_t blocks = L2NormBlocksPerGroup(per_group);
+  CUDADeviceGuard guard(x.device().device_id);
+  cudaStream_t stream = GetCudaStream(x.device());
+  // The caller's workspace, or one from the caller's framework: never a hidden cudaMalloc.
+  ffi::Tensor framework_workspace;
+  double* partials = nullptr;
+  if (workspace.has_value()) {
+    partials = DataPtr<double>(workspace.value());
+  } else {
+    TVM_FFI_CHECK(HasFrameworkAllocator(), ValueError)
+        << "l2_norm on CUDA needs a workspace: call l2_norm_with_workspace(out, workspace, x) "
+           "with at least l2_norm_workspace_bytes(numel, groups) bytes, or call through a "
+           "framework that publishes its allocator (PyTorch, Paddle, JAX)";
+    framework_workspace = AllocFromFramework(ffi::Shape({groups * blocks}), kFloat64, x.device());
+    partials = static_cast<double*>(framework_workspace.data_ptr());
+  }
+  DispatchFloating(x.dtype(), "x", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const dim3 grid(static_cast<unsigned int>(blocks), static_cast<unsigned int>(groups));
+    SumOfSquaresKernel<T><<<grid, kThreads, 0, stream>>>(DataPtr<const T>(x), per_group, partials);
+    CHECK_CUDA_LAUNCH();
+    FinishNormKernel<T><<<static_cast<unsigned int>(groups), kMaxBlocks, 0, stream>>>(
+        partials, static_cast<int>(blocks), DataPtr<T>(out));
+    CHECK_CUDA_LAUNCH();
+  });
+}
+// [workspace_use.end]
+
+}  // namespace scale_lib

@@ -1,0 +1,359 @@
+// CUDA rms_norm and its backward pieces. The CPU twin is kernels/rms_norm_cpu.cc.
+//
+// Forward: a row is normalised by a group of threads that keeps the row in registers, so x is
+// read from memory once. Narrow rows (up to 128 16-byte packs) share a warp among 4-32 threads
+// each; wider rows get a block each; rows too wide for the block's registers are read twice.
+#include <cstdint>
+
+#include "cuda_float.cuh"
+#include "rms_norm.h"
+
+namespace scale_lib {
+namespace {
+
+template <typename T>
+using Acc = typename cuda::FloatMath<T>::Compute;  // float, or double for double
+
+constexpr int kMaxPacksPerThread = 8;  // register budget per thread for a cached row
+constexpr int kGroupKernelThreads = 256;
+constexpr int64_t kMaxPacksForGroups = 128;  // up to 4 packs per thread in a group of 32
+
+// Sum over the kWidth consecutive lanes of a group (a power of two up to 32); every lane of the
+// warp must call it.
+template <int kWidth, typename A>
+__device__ A GroupSum(A v) {
+#pragma unroll
+  for (int offset = kWidth / 2; offset > 0; offset /= 2) {
+    v += __shfl_xor_sync(0xffffffffu, v, offset, kWidth);
+  }
+  return v;
+}
+
+// Sum over the block, returned to every thread. `scratch` holds one value per warp.
+template <typename A>
+__device__ A BlockSum(A v, A* scratch) {
+  v = GroupSum<32>(v);
+  const int warp = threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  __syncthreads();  // the previous call's readers are done with scratch
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  const int warps = (blockDim.x + 31) / 32;
+  return GroupSum<32>(lane < warps ? scratch[lane] : A(0));
+}
+
+// [rms_norm_row.begin]
+// One row, held in registers as packs of kWidth elements: thread `lane` of `lanes` holds packs
+// lane, lane + lanes, ... Inactive threads (past the last row) still take part in `reduce`.
+template <typename T, int kWidth, typename Reduce>
+__device__ void NormalizeCachedRow(T* out_row, const T* x_row, const T* weight, int64_t hidden,
+                                   Acc<T> eps, int lane, int lanes, bool active, Reduce reduce) {
+  using Math = cuda::FloatMath<T>;
+  using P = cuda::Pack<T, kWidth>;
+  const int64_t packs = hidden / kWidth;
+  P buf[kMaxPacksPerThread];
+  Acc<T> sum_sq = 0;
+#pragma unroll
+  for (int i = 0; i < kMaxPacksPerThread; ++i) {
+    const int64_t p = lane + static_cast<int64_t>(i) * lanes;
+    if (active && p < packs) {
+      buf[i] = reinterpret_cast<const P*>(x_row)[p];
+#pragma unroll
+      for (int k = 0; k < kWidth; ++k) {
+        const Acc<T> v = Math::Load(buf[i].v[k]);
+        sum_sq += v * v;
+      }
+    }
+  }
+  const Acc<T> rstd = rsqrt(reduce(sum_sq) / static_cast<Acc<T>>(hidden) + eps);
+#pragma unroll
+  for (int i = 0; i < kMaxPacksPerThread; ++i) {
+    const int64_t p = lane + static_cast<int64_t>(i) * lanes;
+    if (active && p < packs) {
+      P w;
+      if (weight != nullptr) w = reinterpret_cast<const P*>(weight)[p];
+#pragma unroll
+      for (int k = 0; k < kWidth; ++k) {
+        Acc<T> v = Math::Load(buf[i].v[k]) * rstd;
+        if (weight != nullptr) v *= Math::Load(w.v[k]);
+        buf[i].v[k] = Math::Store(v);
+      }
+      reinterpret_cast<P*>(out_row)[p] = buf[i];
+    }
+  }
+}
+// [rms_norm_row.end]
+
+// Rows of at most kMaxPacksForGroups packs: kGroup threads per row, 256 / kGroup rows per block.
+template <typename T, int kWidth, int kGroup>
+__global__ void __launch_bounds__(kGroupKernelThreads)
+    RmsNormGroupKernel(T* out, const T* x, const T* weight, RowLayout x_rows, int64_t out_stride,
+                       Acc<T> eps) {
+  constexpr int kRowsPerBlock = kGroupKernelThreads / kGroup;
+  const int lane = threadIdx.x % kGroup;
+  // The loop bound is uniform across the block, so whole warps iterate together.
+  for (int64_t first = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock; first < x_rows.rows;
+       first += static_cast<int64_t>(gridDim.x) * kRowsPerBlock) {
+    const int64_t row = first + threadIdx.x / kGroup;
+    const bool active = row < x_rows.rows;
+    const int64_t r = active ? row : 0;
+    NormalizeCachedRow<T, kWidth>(out + r * out_stride, x + r * x_rows.row_stride, weight,
+                                  x_rows.hidden, eps, lane, kGroup, active,
+                                  [](Acc<T> v) { return GroupSum<kGroup>(v); });
+  }
+}
+
+// Wider rows: one block per row. kCacheRow: the row fits in the block's registers (at most
+// kMaxPacksPerThread packs per thread); otherwise it is read twice.
+template <typename T, int kWidth, bool kCacheRow>
+__global__ void __launch_bounds__(1024)
+    RmsNormBlockKernel(T* out, const T* x, const T* weight, RowLayout x_rows, int64_t out_stride,
+                       Acc<T> eps) {
+  using Math = cuda::FloatMath<T>;
+  using P = cuda::Pack<T, kWidth>;
+  __shared__ Acc<T> scratch[32];
+  const int64_t packs = x_rows.hidden / kWidth;
+  for (int64_t row = blockIdx.x; row < x_rows.rows; row += gridDim.x) {
+    const T* x_row = x + row * x_rows.row_stride;
+    T* out_row = out + row * out_stride;
+    auto reduce = [&](Acc<T> v) { return BlockSum(v, scratch); };
+    if constexpr (kCacheRow) {
+      NormalizeCachedRow<T, kWidth>(out_row, x_row, weight, x_rows.hidden, eps, threadIdx.x,
+                                    blockDim.x, true, reduce);
+    } else {
+      Acc<T> sum_sq = 0;
+      for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
+        const P v = reinterpret_cast<const P*>(x_row)[p];
+#pragma unroll
+        for (int k = 0; k < kWidth; ++k) sum_sq += Math::Load(v.v[k]) * Math::Load(v.v[k]);
+      }
+      const Acc<T> rstd = rsqrt(reduce(sum_sq) / static_cast<Acc<T>>(x_rows.hidden) + eps);
+      for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
+        P v = reinterpret_cast<const P*>(x_row)[p];
+        P w;
+        if (weight != nullptr) w = reinterpret_cast<const P*>(weight)[p];
+#pragma unroll
+        for (int k = 0; k < kWidth; ++k) {
+          Acc<T> y = Math::Load(v.v[k]) * rstd;
+          if (weight != nullptr) y *= Math::Load(w.v[k]);
+          v.v[k] = Math::Store(y);
+        }
+        reinterpret_cast<P*>(out_row)[p] = v;
+      }
+    }
+  }
+}
+
+int NextPowerOfTwo(int64_t v) {
+  int p = 1;
+  while (p < v) p *= 2;
+  return p;
+}
+
+template <typename T, int kWidth>
+void LaunchRmsNorm(T* out, const T* x, const T* weight, RowLayout x_rows, int64_t out_stride,
+                   double eps, cudaStream_t stream) {
+  const int64_t packs = x_rows.hidden / kWidth;
+  const auto e = static_cast<Acc<T>>(eps);
+  if (packs <= kMaxPacksForGroups) {
+    // Aim for two packs per thread: enough loads in flight, many rows per block.
+    const int group = std::min(32, std::max(4, NextPowerOfTwo((packs + 1) / 2)));
+    const unsigned int grid = cuda::GridSize(x_rows.rows, kGroupKernelThreads / group);
+    switch (group) {
+#define SCALE_LIB_GROUP_CASE(G)                                                                    \
+  case G:                                                                                          \
+    RmsNormGroupKernel<T, kWidth, G>                                                               \
+        <<<grid, kGroupKernelThreads, 0, stream>>>(out, x, weight, x_rows, out_stride, e);         \
+    break;
+      SCALE_LIB_GROUP_CASE(4)
+      SCALE_LIB_GROUP_CASE(8)
+      SCALE_LIB_GROUP_CASE(16)
+      SCALE_LIB_GROUP_CASE(32)
+#undef SCALE_LIB_GROUP_CASE
+      default:
+        TVM_FFI_ICHECK(false) << "unexpected group size " << group;
+    }
+    return;
+  }
+  // About four packs per thread, within 64..1024 threads.
+  const int64_t threads = std::min<int64_t>(1024, std::max<int64_t>(64, ((packs + 3) / 4 + 31) / 32 * 32));
+  const unsigned int grid = static_cast<unsigned int>(std::min<int64_t>(x_rows.rows, 0x7fffffff));
+  if (packs <= threads * kMaxPacksPerThread) {
+    RmsNormBlockKernel<T, kWidth, true>
+        <<<grid, static_cast<unsigned int>(threads), 0, stream>>>(out, x, weight, x_rows, out_stride, e);
+  } else {
+    RmsNormBlockKernel<T, kWidth, false>
+        <<<grid, static_cast<unsigned int>(threads), 0, stream>>>(out, x, weight, x_rows, out_stride, e);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Backward pieces: one block per row (rstd, grad_x), one block per 32 columns (grad_weight).
+// Correct and deterministic rather than tuned.
+// ---------------------------------------------------------------------------------------------
+constexpr int kBackwardThreads = 256;
+
+template <typename T>
+__global__ void __launch_bounds__(kBackwardThreads)
+    RmsNormRstdKernel(double* rstd, const T* x, RowLayout x_rows, Acc<T> eps) {
+  using Math = cuda::FloatMath<T>;
+  __shared__ Acc<T> scratch[32];
+  for (int64_t row = blockIdx.x; row < x_rows.rows; row += gridDim.x) {
+    const T* x_row = x + row * x_rows.row_stride;
+    Acc<T> sum_sq = 0;
+    for (int64_t j = threadIdx.x; j < x_rows.hidden; j += blockDim.x) {
+      const Acc<T> v = Math::Load(x_row[j]);
+      sum_sq += v * v;
+    }
+    sum_sq = BlockSum(sum_sq, scratch);
+    if (threadIdx.x == 0) rstd[row] = rsqrt(sum_sq / static_cast<Acc<T>>(x_rows.hidden) + eps);
+  }
+}
+
+// grad_x = rstd * w * g - rstd^3 / hidden * dot(w * g, x) * x
+template <typename T>
+__global__ void __launch_bounds__(kBackwardThreads)
+    RmsNormBackwardKernel(T* grad_x, const T* grad, const T* x, const T* weight,
+                          const double* rstd, RowLayout x_rows) {
+  using Math = cuda::FloatMath<T>;
+  __shared__ Acc<T> scratch[32];
+  const int64_t hidden = x_rows.hidden;
+  for (int64_t row = blockIdx.x; row < x_rows.rows; row += gridDim.x) {
+    const T* g = grad + row * hidden;
+    const T* x_row = x + row * x_rows.row_stride;
+    Acc<T> dot = 0;
+    for (int64_t j = threadIdx.x; j < hidden; j += blockDim.x) {
+      const Acc<T> w = weight != nullptr ? Math::Load(weight[j]) : Acc<T>(1);
+      dot += w * Math::Load(g[j]) * Math::Load(x_row[j]);
+    }
+    dot = BlockSum(dot, scratch);
+    const auto r = static_cast<Acc<T>>(rstd[row]);
+    const Acc<T> c = r * r * r * dot / static_cast<Acc<T>>(hidden);
+    for (int64_t j = threadIdx.x; j < hidden; j += blockDim.x) {
+      const Acc<T> w = weight != nullptr ? Math::Load(weight[j]) : Acc<T>(1);
+      grad_x[row * hidden + j] = Math::Store(r * w * Math::Load(g[j]) - c * Math::Load(x_row[j]));
+    }
+  }
+}
+
+// grad_weight[g, j] = sum over the rows of group g of grad * x * rstd. Block: 32 columns x 8 row
+// lanes; grid: column blocks x groups.
+template <typename T>
+__global__ void __launch_bounds__(256)
+    RmsNormWeightGradKernel(T* grad_weight, const T* grad, const T* x, const double* rstd,
+                            RowLayout x_rows, int64_t rows_per_group) {
+  using Math = cuda::FloatMath<T>;
+  __shared__ Acc<T> partial[8][33];
+  const int64_t hidden = x_rows.hidden;
+  const int64_t col = static_cast<int64_t>(blockIdx.x) * 32 + threadIdx.x;
+  const int64_t first_row = static_cast<int64_t>(blockIdx.y) * rows_per_group;
+  const int64_t end_row = first_row + rows_per_group;
+  Acc<T> acc = 0;
+  if (col < hidden) {
+    for (int64_t row = first_row + threadIdx.y; row < end_row; row += 8) {
+      acc += Math::Load(grad[row * hidden + col]) * Math::Load(x[row * x_rows.row_stride + col]) *
+             static_cast<Acc<T>>(rstd[row]);
+    }
+  }
+  partial[threadIdx.y][threadIdx.x] = acc;
+  __syncthreads();
+  if (threadIdx.y == 0 && col < hidden) {
+    Acc<T> sum = 0;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) sum += partial[i][threadIdx.x];
+    grad_weight[blockIdx.y * hidden + col] = Math::Store(sum);
+  }
+}
+
+// Every row starts on a 16-byte boundary: the first is aligned and the stride keeps it so.
+bool RowsArePacked(const void* first_row, int64_t row_stride, int width) {
+  return cuda::IsAligned(first_row, 16) && row_stride % width == 0;
+}
+
+}  // namespace
+
+// [rms_norm_cuda.begin]
+void RmsNormCUDA(ffi::TensorView out, ffi::TensorView x, ffi::Optional<ffi::TensorView> weight,
+                 double eps) {
+  CheckRmsNormArgs(out, x, weight, eps);
+  if (x.numel() == 0) return;
+  const RowLayout x_rows = AsRows(x, "x");
+  const int64_t out_stride = AsRows(out, "out").row_stride;
+  CUDADeviceGuard guard(x.device().device_id);
+  cudaStream_t stream = GetCudaStream(x.device());
+  DispatchFloating(x.dtype(), "x", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    constexpr int kWidth = cuda::kPackWidth<T>;
+    const T* w = weight.has_value() ? DataPtr<const T>(weight.value()) : nullptr;
+    // 16-byte packs when every row of x, out and weight starts 16-byte aligned.
+    const bool packed = x_rows.hidden % kWidth == 0 &&
+                        RowsArePacked(DataPtr<const T>(x), x_rows.row_stride, kWidth) &&
+                        RowsArePacked(DataPtr<T>(out), out_stride, kWidth) &&
+                        (w == nullptr || cuda::IsAligned(w, 16));
+    if (packed) {
+      LaunchRmsNorm<T, kWidth>(DataPtr<T>(out), DataPtr<const T>(x), w, x_rows, out_stride, eps, stream);
+    } else {
+      LaunchRmsNorm<T, 1>(DataPtr<T>(out), DataPtr<const T>(x), w, x_rows, out_stride, eps, stream);
+    }
+  });
+  CHECK_CUDA_LAUNCH();
+}
+// [rms_norm_cuda.end]
+
+void RmsNormRstdCUDA(ffi::TensorView rstd, ffi::TensorView x, double eps) {
+  CHECK_FLOATING(x);
+  CHECK_MIN_NDIM(x, 1);
+  CheckRstd(rstd, x);
+  TVM_FFI_CHECK(eps >= 0, ValueError) << "eps must be non-negative; got " << eps;
+  const RowLayout x_rows = AsRows(x, "x");
+  if (x_rows.rows == 0) return;
+  CUDADeviceGuard guard(x.device().device_id);
+  cudaStream_t stream = GetCudaStream(x.device());
+  DispatchFloating(x.dtype(), "x", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const unsigned int grid = static_cast<unsigned int>(std::min<int64_t>(x_rows.rows, 0x7fffffff));
+    RmsNormRstdKernel<T><<<grid, kBackwardThreads, 0, stream>>>(
+        DataPtr<double>(rstd), DataPtr<const T>(x), x_rows, static_cast<Acc<T>>(eps));
+  });
+  CHECK_CUDA_LAUNCH();
+}
+
+void RmsNormBackwardCUDA(ffi::TensorView grad_x, ffi::TensorView grad, ffi::TensorView x,
+                         ffi::Optional<ffi::TensorView> weight, ffi::TensorView rstd) {
+  CheckRmsNormBackwardArgs(grad_x, grad, x, weight, rstd);
+  if (x.numel() == 0) return;
+  const RowLayout x_rows = AsRows(x, "x");
+  CUDADeviceGuard guard(x.device().device_id);
+  cudaStream_t stream = GetCudaStream(x.device());
+  DispatchFloating(x.dtype(), "x", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* w = weight.has_value() ? DataPtr<const T>(weight.value()) : nullptr;
+    const unsigned int grid = static_cast<unsigned int>(std::min<int64_t>(x_rows.rows, 0x7fffffff));
+    RmsNormBackwardKernel<T><<<grid, kBackwardThreads, 0, stream>>>(
+        DataPtr<T>(grad_x), DataPtr<const T>(grad), DataPtr<const T>(x), w,
+        DataPtr<const double>(rstd), x_rows);
+  });
+  CHECK_CUDA_LAUNCH();
+}
+
+void RmsNormWeightGradCUDA(ffi::TensorView grad_weight, ffi::TensorView grad, ffi::TensorView x,
+                           ffi::TensorView rstd) {
+  CheckRmsNormWeightGradArgs(grad_weight, grad, x, rstd);
+  const RowLayout x_rows = AsRows(x, "x");
+  const int64_t groups = WeightGradGroups(grad_weight, x);
+  if (x_rows.hidden == 0 || groups == 0) return;
+  TVM_FFI_CHECK(groups <= 65535, ValueError)
+      << "rms_norm_weight_grad supports at most 65535 batch groups; got " << groups;
+  CUDADeviceGuard guard(x.device().device_id);
+  cudaStream_t stream = GetCudaStream(x.device());
+  DispatchFloating(x.dtype(), "x", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const dim3 grid(cuda::GridSize(x_rows.hidden, 32), static_cast<unsigned int>(groups));
+    RmsNormWeightGradKernel<T><<<grid, dim3(32, 8), 0, stream>>>(
+        DataPtr<T>(grad_weight), DataPtr<const T>(grad), DataPtr<const T>(x),
+        DataPtr<const double>(rstd), x_rows, x_rows.rows / groups);
+  });
+  CHECK_CUDA_LAUNCH();
+}
+
+}  // namespace scale_lib

@@ -1,0 +1,171 @@
+// rms_norm: out = x * rsqrt(mean(x^2 over the last dimension) + eps) * weight, for every row of
+// an N-d x (the leading dimensions are rows). Accumulation is in float32 (float64 for float64).
+//
+// Backward, as three ops the vjp composes (see python/scale_lib/ops.py):
+//   rstd                 = rms_norm_rstd(x, eps)                  float64, shape x.shape[:-1]
+//   grad_x               = rms_norm_backward(grad, x, weight, rstd)
+//   grad_weight          = rms_norm_weight_grad(grad, x, rstd)    sum over rows (per batch
+//                                                                 group, see WeightGradGroups)
+#ifndef SCALE_LIB_KERNELS_RMS_NORM_H_
+#define SCALE_LIB_KERNELS_RMS_NORM_H_
+
+#include "tvm_ffi_utils.h"
+
+namespace scale_lib {
+
+// [rows.begin]
+// A tensor seen as `rows` rows of `hidden` contiguous elements, `row_stride` elements apart.
+// Rows of a wider tensor (x[:, :hidden]) qualify; transposed or interleaved layouts do not.
+struct RowLayout {
+  int64_t rows;
+  int64_t hidden;
+  int64_t row_stride;
+};
+
+inline RowLayout AsRows(const ffi::TensorView& t, const char* arg_name) {
+  const int32_t ndim = t.ndim();
+  const int64_t hidden = t.size(ndim - 1);
+  int64_t rows = 1;
+  for (int32_t i = 0; i + 1 < ndim; ++i) rows *= t.size(i);
+  RowLayout layout{rows, hidden, hidden};
+  if (t.numel() == 0) return layout;
+  bool ok = hidden == 1 || t.stride(ndim - 1) == 1;
+  int64_t next_stride = -1;  // the stride the next outer non-trivial dimension must have
+  for (int32_t i = ndim - 2; ok && i >= 0; --i) {
+    if (t.size(i) == 1) continue;
+    if (next_stride < 0) {
+      layout.row_stride = t.stride(i);
+    } else {
+      ok = t.stride(i) == next_stride;
+    }
+    next_stride = t.stride(i) * t.size(i);
+  }
+  ok = ok && (rows == 1 || layout.row_stride >= hidden);
+  if (!ok) {
+    TVM_FFI_THROW(ValueError) << arg_name
+                              << " must be rows of contiguous elements: the last dimension "
+                                 "contiguous and the leading ones a (possibly strided) stack of "
+                                 "rows; got shape "
+                              << ShapeString(t) << " with element strides " << StridesString(t);
+  }
+  return layout;
+}
+// [rows.end]
+
+// weight: shape (hidden,). Leading dimensions of size 1 are accepted too: jax.vmap passes an
+// unbatched weight that way.
+inline void CheckWeight(const ffi::TensorView& weight, const ffi::TensorView& x) {
+  CHECK_SAME_DTYPE(weight, x);
+  CHECK_SAME_DEVICE(weight, x);
+  CHECK_CONTIGUOUS(weight);
+  const int64_t hidden = x.size(x.ndim() - 1);
+  if (weight.ndim() < 1 || weight.size(weight.ndim() - 1) != hidden || weight.numel() != hidden) {
+    TVM_FFI_THROW(ValueError) << "weight must have shape (" << hidden
+                              << ",) to match the last dimension of x; got "
+                              << ShapeString(weight);
+  }
+}
+
+// grad_weight: shape (*batch, hidden), where `batch` (often empty) is a prefix of x's leading
+// dimensions: one weight gradient per batch element, summed over that element's rows. This is
+// how jax.vmap of a weight gradient (per-example gradients) reaches the kernel. Returns the
+// number of groups, prod(batch).
+inline int64_t WeightGradGroups(const ffi::TensorView& grad_weight, const ffi::TensorView& x) {
+  CHECK_SAME_DTYPE(grad_weight, x);
+  CHECK_SAME_DEVICE(grad_weight, x);
+  CHECK_CONTIGUOUS(grad_weight);
+  const int32_t k = grad_weight.ndim() - 1;
+  bool ok = k >= 0 && k < x.ndim() &&
+            grad_weight.size(k) == x.size(x.ndim() - 1);
+  for (int32_t i = 0; ok && i < k; ++i) ok = grad_weight.size(i) == x.size(i);
+  if (!ok) {
+    TVM_FFI_THROW(ValueError) << "grad_weight must have shape (..., " << x.size(x.ndim() - 1)
+                              << ") with leading dimensions a prefix of x's " << ShapeString(x)
+                              << "; got " << ShapeString(grad_weight);
+  }
+  int64_t groups = 1;
+  for (int32_t i = 0; i < k; ++i) groups *= grad_weight.size(i);
+  return groups;
+}
+
+// Step 1 of every rms_norm implementation.
+inline void CheckRmsNormArgs(const ffi::TensorView& out, const ffi::TensorView& x,
+                             const ffi::Optional<ffi::TensorView>& weight, double eps) {
+  CHECK_FLOATING(x);
+  CHECK_MIN_NDIM(x, 1);
+  CHECK_SAME_DTYPE(out, x);
+  CHECK_SAME_SHAPE(out, x);
+  CHECK_SAME_DEVICE(out, x);
+  if (weight.has_value()) CheckWeight(weight.value(), x);
+  TVM_FFI_CHECK(eps >= 0, ValueError) << "eps must be non-negative; got " << eps;
+  AsRows(x, "x");
+  AsRows(out, "out");
+  CHECK_NO_PARTIAL_OVERLAP(out, x);
+}
+
+inline void CheckRstd(const ffi::TensorView& rstd, const ffi::TensorView& x) {
+  CHECK_DTYPE(rstd, kFloat64);
+  CHECK_SAME_DEVICE(rstd, x);
+  CHECK_CONTIGUOUS(rstd);
+  TVM_FFI_CHECK(rstd.numel() == AsRows(x, "x").rows, ValueError)
+      << "rstd must have one element per row of x (" << AsRows(x, "x").rows << "); got shape "
+      << ShapeString(rstd);
+}
+
+void RmsNormCPU(ffi::TensorView out, ffi::TensorView x, ffi::Optional<ffi::TensorView> weight,
+                double eps);
+void RmsNormRstdCPU(ffi::TensorView rstd, ffi::TensorView x, double eps);
+void RmsNormBackwardCPU(ffi::TensorView grad_x, ffi::TensorView grad, ffi::TensorView x,
+                        ffi::Optional<ffi::TensorView> weight, ffi::TensorView rstd);
+void RmsNormWeightGradCPU(ffi::TensorView grad_weight, ffi::TensorView grad, ffi::TensorView x,
+                          ffi::TensorView rstd);
+
+#if defined(SCALE_LIB_WITH_CUDA)
+void RmsNormCUDA(ffi::TensorView out, ffi::TensorView x, ffi::Optional<ffi::TensorView> weight,
+                 double eps);
+void RmsNormRstdCUDA(ffi::TensorView rstd, ffi::TensorView x, double eps);
+void RmsNormBackwardCUDA(ffi::TensorView grad_x, ffi::TensorView grad, ffi::TensorView x,
+                         ffi::Optional<ffi::TensorView> weight, ffi::TensorView rstd);
+void RmsNormWeightGradCUDA(ffi::TensorView grad_weight, ffi::TensorView grad, ffi::TensorView x,
+                           ffi::TensorView rstd);
+#endif
+
+// Shared checks of the backward ops.
+inline void CheckRmsNormBackwardArgs(const ffi::TensorView& grad_x, const ffi::TensorView& grad,
+                                     const ffi::TensorView& x,
+                                     const ffi::Optional<ffi::TensorView>& weight,
+                                     const ffi::TensorView& rstd) {
+  CHECK_FLOATING(x);
+  CHECK_MIN_NDIM(x, 1);
+  CHECK_SAME_DTYPE(grad, x);
+  CHECK_SAME_SHAPE(grad, x);
+  CHECK_SAME_DEVICE(grad, x);
+  CHECK_SAME_DTYPE(grad_x, x);
+  CHECK_SAME_SHAPE(grad_x, x);
+  CHECK_SAME_DEVICE(grad_x, x);
+  CHECK_CONTIGUOUS(grad);
+  CHECK_CONTIGUOUS(grad_x);
+  AsRows(x, "x");
+  if (weight.has_value()) CheckWeight(weight.value(), x);
+  CheckRstd(rstd, x);
+  CHECK_NO_PARTIAL_OVERLAP(grad_x, x);
+  CHECK_NO_PARTIAL_OVERLAP(grad_x, grad);
+}
+
+inline void CheckRmsNormWeightGradArgs(const ffi::TensorView& grad_weight,
+                                       const ffi::TensorView& grad, const ffi::TensorView& x,
+                                       const ffi::TensorView& rstd) {
+  CHECK_FLOATING(x);
+  CHECK_MIN_NDIM(x, 1);
+  CHECK_SAME_DTYPE(grad, x);
+  CHECK_SAME_SHAPE(grad, x);
+  CHECK_SAME_DEVICE(grad, x);
+  CHECK_CONTIGUOUS(grad);
+  AsRows(x, "x");
+  WeightGradGroups(grad_weight, x);
+  CheckRstd(rstd, x);
+}
+
+}  // namespace scale_lib
+
+#endif  // SCALE_LIB_KERNELS_RMS_NORM_H_

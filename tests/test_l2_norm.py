@@ -1,0 +1,101 @@
+"""l2_norm: a two-pass reduction with scratch memory from the caller."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from backends import DTYPES, JAX_BACKENDS, Backend, backend_out_params, backend_params, check_native, shape_id
+from reference import assert_close, random_data
+
+import scale_lib
+
+SHAPES = [(), (0,), (1,), (7,), (257,), (2049,), (2**20 + 3,), (3, 5), (64, 1024, 9)]
+NAN = float("nan")
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=shape_id)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(("backend", "out_mode"), backend_out_params(), indirect=["backend"])
+def test_l2_norm_matches_reference(backend: Backend, out_mode: str, dtype: str, shape) -> None:
+    x = backend.asarray(random_data(shape, seed=sum(shape) + 1), dtype)
+    x64 = backend.to_numpy(x)
+    expected = np.sqrt(np.sum(x64 * x64))
+    if out_mode == "out":
+        out = backend.asarray(np.full((), NAN), dtype)
+        assert scale_lib.ops._l2_norm.call((x,), (), out) is out
+        result = out
+    else:
+        result = backend.run(scale_lib.l2_norm, x)
+        check_native(backend, result, dtype, ())
+    assert_close(backend.to_numpy(result), expected, dtype, reduction=True)
+
+
+@pytest.mark.parametrize("backend", [p for p in backend_params() if p.values[0].device == "cuda" and not p.values[0].is_jax], indirect=True)
+def test_deterministic(backend: Backend) -> None:
+    x = backend.asarray(random_data((3_000_017,), 2), "float32")
+    first = backend.to_numpy(scale_lib.l2_norm(x))
+    for _ in range(5):
+        np.testing.assert_array_equal(backend.to_numpy(scale_lib.l2_norm(x)), first)
+
+
+@pytest.mark.parametrize("backend", [p for p in backend_params() if p.values[0].framework in ("torch", "jax", "paddle")], indirect=True)
+def test_gradient(backend: Backend) -> None:
+    x = backend.asarray(random_data((4, 5), 3), "float64")
+    x64 = backend.to_numpy(x)
+    if backend.framework == "torch":
+        torch = backend.mod
+        x.requires_grad_()
+        assert torch.autograd.gradcheck(scale_lib.l2_norm, (x,))
+        torch.library.opcheck(torch.ops.scale_lib.l2_norm.default, (x,))
+        return
+    if backend.framework == "jax":
+        g = backend.mod.grad(scale_lib.l2_norm)(x)
+    else:
+        x.stop_gradient = False
+        scale_lib.l2_norm(x).backward()
+        g = x.grad
+    np.testing.assert_allclose(backend.to_numpy(g), x64 / np.linalg.norm(x64), rtol=1e-12)
+
+
+@pytest.mark.parametrize("backend", JAX_BACKENDS, indirect=True)
+def test_jax_vmap_gives_one_norm_per_example(backend: Backend) -> None:
+    jax = backend.mod
+    x = backend.asarray(random_data((6, 3, 50), 4), "float64")
+    norms = jax.vmap(scale_lib.l2_norm)(x)
+    np.testing.assert_allclose(np.asarray(norms), np.linalg.norm(np.asarray(x).reshape(6, -1), axis=1), rtol=1e-12)
+    hlo = jax.jit(jax.vmap(scale_lib.l2_norm)).lower(x).as_text()
+    assert hlo.count("@scale_lib.l2_norm") == 1 and "while" not in hlo
+
+
+def test_workspace_size_is_a_pure_function() -> None:
+    assert scale_lib.lib.l2_norm_workspace_bytes(0, 1) == 8
+    assert scale_lib.lib.l2_norm_workspace_bytes(10**9, 1) == 1024 * 8
+    assert scale_lib.lib.l2_norm_workspace_bytes(10**6, 4) == 4 * 123 * 8
+    with pytest.raises(ValueError, match="numel must be a non-negative multiple of groups"):
+        scale_lib.lib.l2_norm_workspace_bytes(10, 3)
+
+
+@pytest.mark.gpu
+def test_cuda_workspace_must_come_from_somewhere() -> None:
+    Backend("torch", "cuda").skip_if_unavailable()
+    import torch
+    import tvm_ffi
+
+    x = torch.randn(10_000, device="cuda")
+    out = torch.empty((), device="cuda")
+    # tvm_ffi.Tensors carry no framework allocator: the bare call must be given a workspace.
+    xt, ot = tvm_ffi.from_dlpack(x), tvm_ffi.from_dlpack(out)
+    with pytest.raises(ValueError, match="l2_norm on CUDA needs a workspace"):
+        scale_lib.lib.l2_norm(ot, xt)
+    small = tvm_ffi.from_dlpack(torch.empty(8, dtype=torch.uint8, device="cuda"))
+    with pytest.raises(ValueError, match="workspace must hold at least 40 bytes"):
+        scale_lib.lib.l2_norm_with_workspace(ot, small, xt)
+    workspace = tvm_ffi.from_dlpack(torch.empty(scale_lib.lib.l2_norm_workspace_bytes(10_000, 1), dtype=torch.uint8, device="cuda"))
+    scale_lib.lib.l2_norm_with_workspace(ot, workspace, xt)
+    torch.testing.assert_close(out, torch.linalg.vector_norm(x))
+
+
+@pytest.mark.parametrize("backend", backend_params(), indirect=True)
+def test_errors(backend: Backend) -> None:
+    with pytest.raises(TypeError, match="x has unsupported dtype"):
+        backend.run(scale_lib.l2_norm, backend.asarray(np.ones(3), "int32"))
