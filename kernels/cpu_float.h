@@ -9,6 +9,12 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define SCALE_LIB_X86 1
+#endif
 
 #include "tvm_ffi_utils.h"
 
@@ -57,11 +63,12 @@ inline uint16_t FloatToHalf(float f) {
 
 inline float BFloat16ToFloat(uint16_t b) { return BitsToFloat(static_cast<uint32_t>(b) << 16); }
 
+// Branch-free, so that loops of it vectorise.
 inline uint16_t FloatToBFloat16(float f) {
-  uint32_t bits = FloatToBits(f);
-  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40u);
-  bits += 0x7fffu + ((bits >> 16) & 1u);  // round to nearest even at bit 16
-  return static_cast<uint16_t>(bits >> 16);
+  const uint32_t bits = FloatToBits(f);
+  const uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;  // nearest even
+  const uint32_t quiet_nan = (bits >> 16) | 0x40u;
+  return static_cast<uint16_t>((bits & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
 }
 
 // FloatMath<T>: Compute is the arithmetic type; Load/Store convert to and from the storage type.
@@ -85,6 +92,75 @@ struct FloatMath<bfloat16_t> {
   static float Load(bfloat16_t v) { return BFloat16ToFloat(v.bits); }
   static bfloat16_t Store(float v) { return bfloat16_t{FloatToBFloat16(v)}; }
 };
+
+// ---------------------------------------------------------------------------------------------
+// Bulk conversion between a storage type and its compute type, for kernels that work on rows or
+// chunks. float16 uses the CPU's F16C conversion instructions when it has them (checked once,
+// at run time: the library itself is built for the baseline x86-64).
+// ---------------------------------------------------------------------------------------------
+#if defined(SCALE_LIB_X86)
+__attribute__((target("avx,f16c"))) inline void HalfToFloatF16C(const uint16_t* src, float* dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
+  }
+  for (; i < n; ++i) dst[i] = HalfToFloat(src[i]);
+}
+
+__attribute__((target("avx,f16c"))) inline void FloatToHalfF16C(const float* src, uint16_t* dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), h);
+  }
+  for (; i < n; ++i) dst[i] = FloatToHalf(src[i]);
+}
+
+inline bool HasF16C() {
+  static const bool has = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+  return has;
+}
+#endif
+
+template <typename T>
+void LoadN(const T* src, typename FloatMath<T>::Compute* dst, int64_t n) {
+  if constexpr (std::is_same_v<T, float16_t>) {
+#if defined(SCALE_LIB_X86)
+    if (HasF16C()) return HalfToFloatF16C(reinterpret_cast<const uint16_t*>(src), dst, n);
+#endif
+    for (int64_t i = 0; i < n; ++i) dst[i] = HalfToFloat(src[i].bits);
+  } else {
+    for (int64_t i = 0; i < n; ++i) dst[i] = FloatMath<T>::Load(src[i]);
+  }
+}
+
+template <typename T>
+void StoreN(const typename FloatMath<T>::Compute* src, T* dst, int64_t n) {
+  if constexpr (std::is_same_v<T, float16_t>) {
+#if defined(SCALE_LIB_X86)
+    if (HasF16C()) return FloatToHalfF16C(src, reinterpret_cast<uint16_t*>(dst), n);
+#endif
+    for (int64_t i = 0; i < n; ++i) dst[i].bits = FloatToHalf(src[i]);
+  } else {
+    for (int64_t i = 0; i < n; ++i) dst[i] = FloatMath<T>::Store(src[i]);
+  }
+}
+
+// Sum of squares with independent partial sums, so the compiler can vectorise it without
+// reassociating (no -ffast-math): the order is fixed, the result deterministic.
+template <typename A>
+A SumOfSquares(const A* v, int64_t n) {
+  constexpr int kLanes = 16;
+  A partial[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int k = 0; k < kLanes; ++k) partial[k] += v[i + k] * v[i + k];
+  }
+  A sum = 0;
+  for (; i < n; ++i) sum += v[i] * v[i];
+  for (int k = 0; k < kLanes; ++k) sum += partial[k];
+  return sum;
+}
 
 }  // namespace cpu
 }  // namespace scale_lib

@@ -14,9 +14,15 @@ namespace {
 template <typename T>
 using Acc = typename cuda::FloatMath<T>::Compute;  // float, or double for double
 
-constexpr int kMaxPacksPerThread = 8;  // register budget per thread for a cached row
+// A cached row lives in registers: at most 4 packs of 16 bytes per thread in the group kernel
+// (rows up to 128 packs), 8 in the block kernel. The block kernel is capped at 512 threads so
+// that it may use up to 128 registers: bf16 conversions need more than fp16's, and a 64-register
+// cap (1024 threads) made it spill.
+constexpr int kGroupPacksPerThread = 4;
+constexpr int kBlockPacksPerThread = 8;
 constexpr int kGroupKernelThreads = 256;
-constexpr int64_t kMaxPacksForGroups = 128;  // up to 4 packs per thread in a group of 32
+constexpr int kMaxBlockThreads = 512;
+constexpr int64_t kMaxPacksForGroups = 32 * kGroupPacksPerThread;
 
 // Sum over the kWidth consecutive lanes of a group (a power of two up to 32); every lane of the
 // warp must call it.
@@ -45,16 +51,16 @@ __device__ A BlockSum(A v, A* scratch) {
 // [rms_norm_row.begin]
 // One row, held in registers as packs of kWidth elements: thread `lane` of `lanes` holds packs
 // lane, lane + lanes, ... Inactive threads (past the last row) still take part in `reduce`.
-template <typename T, int kWidth, typename Reduce>
+template <typename T, int kWidth, int kMaxPacks, typename Reduce>
 __device__ void NormalizeCachedRow(T* out_row, const T* x_row, const T* weight, int64_t hidden,
                                    Acc<T> eps, int lane, int lanes, bool active, Reduce reduce) {
   using Math = cuda::FloatMath<T>;
   using P = cuda::Pack<T, kWidth>;
   const int64_t packs = hidden / kWidth;
-  P buf[kMaxPacksPerThread];
+  P buf[kMaxPacks];
   Acc<T> sum_sq = 0;
 #pragma unroll
-  for (int i = 0; i < kMaxPacksPerThread; ++i) {
+  for (int i = 0; i < kMaxPacks; ++i) {
     const int64_t p = lane + static_cast<int64_t>(i) * lanes;
     if (active && p < packs) {
       buf[i] = reinterpret_cast<const P*>(x_row)[p];
@@ -67,7 +73,7 @@ __device__ void NormalizeCachedRow(T* out_row, const T* x_row, const T* weight, 
   }
   const Acc<T> rstd = rsqrt(reduce(sum_sq) / static_cast<Acc<T>>(hidden) + eps);
 #pragma unroll
-  for (int i = 0; i < kMaxPacksPerThread; ++i) {
+  for (int i = 0; i < kMaxPacks; ++i) {
     const int64_t p = lane + static_cast<int64_t>(i) * lanes;
     if (active && p < packs) {
       P w;
@@ -97,16 +103,17 @@ __global__ void __launch_bounds__(kGroupKernelThreads)
     const int64_t row = first + threadIdx.x / kGroup;
     const bool active = row < x_rows.rows;
     const int64_t r = active ? row : 0;
-    NormalizeCachedRow<T, kWidth>(out + r * out_stride, x + r * x_rows.row_stride, weight,
-                                  x_rows.hidden, eps, lane, kGroup, active,
-                                  [](Acc<T> v) { return GroupSum<kGroup>(v); });
+    NormalizeCachedRow<T, kWidth, kGroupPacksPerThread>(
+        out + r * out_stride, x + r * x_rows.row_stride, weight, x_rows.hidden, eps, lane, kGroup,
+        active, [](Acc<T> v) { return GroupSum<kGroup>(v); });
   }
 }
 
 // Wider rows: one block per row. kCacheRow: the row fits in the block's registers (at most
-// kMaxPacksPerThread packs per thread); otherwise it is read twice.
+// kBlockPacksPerThread packs per thread); otherwise it is read twice (the second time mostly
+// from L2).
 template <typename T, int kWidth, bool kCacheRow>
-__global__ void __launch_bounds__(1024)
+__global__ void __launch_bounds__(kMaxBlockThreads)
     RmsNormBlockKernel(T* out, const T* x, const T* weight, RowLayout x_rows, int64_t out_stride,
                        Acc<T> eps) {
   using Math = cuda::FloatMath<T>;
@@ -118,8 +125,9 @@ __global__ void __launch_bounds__(1024)
     T* out_row = out + row * out_stride;
     auto reduce = [&](Acc<T> v) { return BlockSum(v, scratch); };
     if constexpr (kCacheRow) {
-      NormalizeCachedRow<T, kWidth>(out_row, x_row, weight, x_rows.hidden, eps, threadIdx.x,
-                                    blockDim.x, true, reduce);
+      NormalizeCachedRow<T, kWidth, kBlockPacksPerThread>(out_row, x_row, weight, x_rows.hidden,
+                                                           eps, threadIdx.x, blockDim.x, true,
+                                                           reduce);
     } else {
       Acc<T> sum_sq = 0;
       for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
@@ -175,10 +183,10 @@ void LaunchRmsNorm(T* out, const T* x, const T* weight, RowLayout x_rows, int64_
     }
     return;
   }
-  // About four packs per thread, within 64..1024 threads.
-  const int64_t threads = std::min<int64_t>(1024, std::max<int64_t>(64, ((packs + 3) / 4 + 31) / 32 * 32));
+  // About four packs per thread, within 64..kMaxBlockThreads threads.
+  const int64_t threads = std::min<int64_t>(kMaxBlockThreads, std::max<int64_t>(64, ((packs + 3) / 4 + 31) / 32 * 32));
   const unsigned int grid = static_cast<unsigned int>(std::min<int64_t>(x_rows.rows, 0x7fffffff));
-  if (packs <= threads * kMaxPacksPerThread) {
+  if (packs <= threads * kBlockPacksPerThread) {
     RmsNormBlockKernel<T, kWidth, true>
         <<<grid, static_cast<unsigned int>(threads), 0, stream>>>(out, x, weight, x_rows, out_stride, e);
   } else {

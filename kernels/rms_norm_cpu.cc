@@ -2,6 +2,7 @@
 #include <cmath>
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "cpu_float.h"
@@ -15,28 +16,38 @@ using Math = cpu::FloatMath<T>;
 template <typename T>
 using Acc = typename Math<T>::Compute;
 
+// A row in the compute type: the row itself for float/double, else converted into `scratch`.
 template <typename T>
-Acc<T> RowRstd(const T* x_row, int64_t hidden, Acc<T> eps) {
-  Acc<T> sum_sq = 0;
-  for (int64_t j = 0; j < hidden; ++j) {
-    const Acc<T> v = Math<T>::Load(x_row[j]);
-    sum_sq += v * v;
+const Acc<T>* RowInComputeType(const T* row, int64_t hidden, std::vector<Acc<T>>& scratch) {
+  if constexpr (std::is_same_v<T, Acc<T>>) {
+    return row;
+  } else {
+    cpu::LoadN(row, scratch.data(), hidden);
+    return scratch.data();
   }
-  return Acc<T>(1) / std::sqrt(sum_sq / static_cast<Acc<T>>(hidden) + eps);
+}
+
+template <typename T>
+Acc<T> RowRstd(const Acc<T>* row, int64_t hidden, Acc<T> eps) {
+  return Acc<T>(1) / std::sqrt(cpu::SumOfSquares(row, hidden) / static_cast<Acc<T>>(hidden) + eps);
 }
 
 template <typename T>
 void RmsNormRows(T* out, const T* x, const T* weight, RowLayout x_rows, int64_t out_stride,
                  double eps) {
+  const int64_t h = x_rows.hidden;
+  std::vector<Acc<T>> row_scratch(static_cast<size_t>(h)), y(static_cast<size_t>(h));
+  std::vector<Acc<T>> w(weight != nullptr ? static_cast<size_t>(h) : 0);
+  if (weight != nullptr) cpu::LoadN(weight, w.data(), h);
   for (int64_t r = 0; r < x_rows.rows; ++r) {
-    const T* x_row = x + r * x_rows.row_stride;
-    T* out_row = out + r * out_stride;
-    const Acc<T> rstd = RowRstd(x_row, x_rows.hidden, static_cast<Acc<T>>(eps));
-    for (int64_t j = 0; j < x_rows.hidden; ++j) {
-      Acc<T> y = Math<T>::Load(x_row[j]) * rstd;
-      if (weight != nullptr) y *= Math<T>::Load(weight[j]);
-      out_row[j] = Math<T>::Store(y);
+    const Acc<T>* row = RowInComputeType(x + r * x_rows.row_stride, h, row_scratch);
+    const Acc<T> rstd = RowRstd<T>(row, h, static_cast<Acc<T>>(eps));
+    if (weight != nullptr) {
+      for (int64_t j = 0; j < h; ++j) y[j] = row[j] * rstd * w[j];
+    } else {
+      for (int64_t j = 0; j < h; ++j) y[j] = row[j] * rstd;
     }
+    cpu::StoreN(y.data(), out + r * out_stride, h);
   }
 }
 
@@ -65,8 +76,10 @@ void RmsNormRstdCPU(ffi::TensorView rstd, ffi::TensorView x, double eps) {
     using T = typename decltype(tag)::type;
     const T* x_data = DataPtr<const T>(x);
     double* out = DataPtr<double>(rstd);
+    std::vector<Acc<T>> scratch(static_cast<size_t>(x_rows.hidden));
     for (int64_t r = 0; r < x_rows.rows; ++r) {
-      out[r] = RowRstd(x_data + r * x_rows.row_stride, x_rows.hidden, static_cast<Acc<T>>(eps));
+      const Acc<T>* row = RowInComputeType(x_data + r * x_rows.row_stride, x_rows.hidden, scratch);
+      out[r] = RowRstd<T>(row, x_rows.hidden, static_cast<Acc<T>>(eps));
     }
   });
 }

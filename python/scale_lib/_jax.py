@@ -136,25 +136,57 @@ def _call_eagerly(op: Op, inputs: tuple[Any, ...], attrs: tuple[Any, ...]) -> An
 
 
 def _ffi_call(op: Op, inputs: tuple[Any, ...], attrs: tuple[Any, ...]) -> Any:
+    x = inputs[0]
+    present = tuple(spec.jax_stand_in(x) if t is None else t for spec, t in zip(op.inputs, inputs))
+    if op.workspace_bytes is not None:
+        return _workspace_op(op, attrs, ())(*present)
+    return _xla_call(op, present, attrs, ())
+
+
+def _xla_call(op: Op, inputs: tuple[Any, ...], attrs: tuple[Any, ...], batch: tuple[int, ...]) -> Any:
+    """One XLA FFI call; ``batch``: leading dimensions of every input that the op's output keeps
+    (from the workspace ops' batching rule)."""
     import jax
     import numpy as np
 
-    x = inputs[0]
-    present = tuple(
-        spec.jax_stand_in(x) if t is None else t for spec, t in zip(op.inputs, inputs)
-    )
-    like = present[op._like]
-    shape = like.shape if op.output.shape is None else tuple(op.output.shape(*present))
+    example = [jax.ShapeDtypeStruct(t.shape[len(batch) :], t.dtype) for t in inputs]
+    like = example[op._like]
+    shape = batch + (like.shape if op.output.shape is None else tuple(op.output.shape(*example)))
     results = [jax.ShapeDtypeStruct(shape, like.dtype if op.output.dtype is None else op.output.dtype)]
     if op.workspace_bytes is not None:
-        numel, groups = int(np.prod(x.shape, dtype=np.int64)), int(np.prod(shape, dtype=np.int64))
+        numel, groups = int(np.prod(inputs[0].shape, dtype=np.int64)), int(np.prod(shape, dtype=np.int64))
         nbytes = op.workspace_bytes(numel, max(groups, 1)) + _WORKSPACE_SLACK
         results.append(jax.ShapeDtypeStruct((nbytes,), np.uint8))
     kwargs = {name: _attribute(value) for (name, _), value in zip(op.attrs, attrs)}
     # Under jax.vmap the kernel sees the batched arrays, which every op handles as more leading
     # dimensions: a batching rule, not a loop over the batch.
     call = jax.ffi.ffi_call(op.jax_target, results, vmap_method=op.jax_vmap_method)
-    return call(*present, **kwargs)[0]
+    return call(*inputs, **kwargs)[0]
+
+
+@functools.cache
+def _workspace_op(op: Op, attrs: tuple[Any, ...], batch: tuple[int, ...]) -> Callable[..., Any]:
+    """An op with a workspace, batched by its own rule.
+
+    jax-tvm-ffi takes the workspace's size from its first dimension, so vmap must not batch the
+    workspace output as it does every other output. The rule instead folds the batch into the
+    op's leading dimensions: one call, one 1-D workspace for the whole batch.
+    """
+    import jax
+
+    @jax.custom_batching.custom_vmap
+    def f(*inputs: Any) -> Any:
+        return _xla_call(op, inputs, attrs, batch)
+
+    @f.def_vmap
+    def rule(axis_size: int, in_batched: list[bool], *inputs: Any) -> tuple[Any, bool]:
+        inputs = tuple(
+            t if batched else jax.numpy.broadcast_to(t, (axis_size, *t.shape))
+            for t, batched in zip(inputs, in_batched)
+        )
+        return _workspace_op(op, attrs, (axis_size, *batch))(*inputs), True
+
+    return f
 
 
 @functools.cache

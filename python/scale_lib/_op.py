@@ -97,7 +97,9 @@ class Op:
         self.cuda_graph_safe = cuda_graph_safe
         self.jax_target = f"scale_lib.{name}"
         self._input_names = tuple(i.name for i in inputs)
+        self._first_name = self._input_names[0]
         self._like = self._input_names.index(output.like)
+        self._plain = not output.allocated_by_library and workspace is None
         _jax.add_op(self)
         _torch.register(self)
 
@@ -106,43 +108,77 @@ class Op:
         """Run the op on ``inputs`` (first one an array; optional ones may be ``None``) and
         scalar ``attrs``, in ABI order, writing ``out`` if given."""
         x = inputs[0]
-        framework = framework_of(x, self.inputs[0].name)
-        if out is not None and self.output.allocated_by_library:
-            raise TypeError(f"{self.name} has no out=: the size of its result depends on the data")
+        framework = framework_of(x, self._first_name)
         if framework.is_jax:
-            if out is not None:
-                raise TypeError(
-                    "out= is not supported when x is a JAX array: JAX arrays are immutable. "
-                    "Omit out= and use the returned array"
-                )
-            return _jax.call(self, inputs, attrs)
-        if framework.has_framework_ops:
-            wants = framework.wants_framework_op
-            for spec, t in zip(self.inputs, inputs):
-                if t is not None and wants(t) and (t is x or framework_of(t, spec.name) is framework):
-                    return framework.call_framework_op(self, inputs, attrs, out)
-        if self.output.allocated_by_library:
-            result = _invoke(framework, x, self.fn, inputs, self._input_names, attrs)
-            return adopt(framework, result)
+            return self._call_jax(inputs, attrs, out)
+        if framework.has_framework_ops and self._wants_framework_op(framework, inputs):
+            return framework.call_framework_op(self, inputs, attrs, out)
+        if not self._plain:
+            return self._call_special(framework, inputs, attrs, out)
+        # The common case, kept lean: it is every eager call's host overhead.
         if out is None:
             out = self.allocate(framework, inputs)
         else:
             framework_of(out, "out").check_writable(out, "out")
-        if self.workspace_bytes is not None and framework.needs_explicit_workspace:
-            nbytes = self.workspace_bytes(_numel(x), max(_numel(out), 1))
-            workspace = empty(framework, x, (nbytes,), "uint8")
-            arrays = (out, workspace, *inputs)
-            _invoke(framework, x, self.fn_with_workspace, arrays, ("out", "workspace", *self._input_names), attrs)
-        else:
-            _invoke(framework, x, self.fn, (out, *inputs), ("out", *self._input_names), attrs)
+        try:
+            if framework.sets_stream:
+                framework.invoke(x, self.fn, out, *inputs, *attrs)
+            else:
+                self.fn(out, *inputs, *attrs)
+        except BufferError:
+            _retry_converted(framework, x, self.fn, (out, *inputs), ("out", *self._input_names), attrs)
         return out
     # [op_call.end]
 
+    def _wants_framework_op(self, framework: Any, inputs: tuple[Any, ...]) -> bool:
+        wants = framework.wants_framework_op
+        if wants(inputs[0]):
+            return True
+        if len(inputs) == 1:
+            return False
+        # Another input of the same framework may need it too (a torch Parameter weight).
+        return any(
+            t is not None and wants(t) and framework_of(t, name) is framework
+            for name, t in zip(self._input_names[1:], inputs[1:])
+        )
+
+    def _call_jax(self, inputs: tuple[Any, ...], attrs: tuple[Any, ...], out: Any) -> Any:
+        if out is not None:
+            if self.output.allocated_by_library:
+                raise TypeError(f"{self.name} has no out=: the size of its result depends on the data")
+            raise TypeError(
+                "out= is not supported when x is a JAX array: JAX arrays are immutable. "
+                "Omit out= and use the returned array"
+            )
+        return _jax.call(self, inputs, attrs)
+
+    def _call_special(self, framework: Any, inputs: tuple[Any, ...], attrs: tuple[Any, ...], out: Any) -> Any:
+        """Ops whose output the library allocates, and ops with a workspace."""
+        x = inputs[0]
+        if self.output.allocated_by_library:
+            if out is not None:
+                raise TypeError(f"{self.name} has no out=: the size of its result depends on the data")
+            return adopt(framework, _invoke(framework, x, self.fn, inputs, self._input_names, attrs))
+        if out is None:
+            out = self.allocate(framework, inputs)
+        else:
+            framework_of(out, "out").check_writable(out, "out")
+        if framework.needs_explicit_workspace:
+            nbytes = self.workspace_bytes(_numel(x), max(_numel(out), 1))
+            workspace = empty(framework, x, (nbytes,), "uint8")
+            names = ("out", "workspace", *self._input_names)
+            _invoke(framework, x, self.fn_with_workspace, (out, workspace, *inputs), names, attrs)
+        else:
+            _invoke(framework, x, self.fn, (out, *inputs), ("out", *self._input_names), attrs)
+        return out
+
     def allocate(self, framework: Any, inputs: tuple[Any, ...]) -> Any:
         """A new output for ``inputs`` on ``framework``."""
-        like = inputs[self._like]
-        shape = None if self.output.shape is None else tuple(self.output.shape(*inputs))
-        return empty(framework, like, shape, self.output.dtype)
+        output = self.output
+        if output.shape is None and output.dtype is None:
+            return empty(framework, inputs[self._like])
+        shape = None if output.shape is None else tuple(output.shape(*inputs))
+        return empty(framework, inputs[self._like], shape, output.dtype)
 
 
 
@@ -155,12 +191,18 @@ def _invoke(
             return framework.invoke(x, fn, *arrays, *attrs)
         return fn(*arrays, *attrs)
     except BufferError:
-        # Refused at argument conversion, before any kernel ran: NumPy exports read-only and
-        # bfloat16 arrays only through the versioned DLPack protocol.
-        converted = tuple(
-            a if a is None else framework_of(a, name).ffi_arg(a, name) for a, name in zip(arrays, names)
-        )
-        return framework.invoke(x, fn, *converted, *attrs)
+        return _retry_converted(framework, x, fn, arrays, names, attrs)
+
+
+def _retry_converted(
+    framework: Any, x: Any, fn: Any, arrays: tuple[Any, ...], names: tuple[str, ...], attrs: tuple[Any, ...]
+) -> Any:
+    # The call was refused at argument conversion, before any kernel ran: NumPy exports
+    # read-only and bfloat16 arrays only through the versioned DLPack protocol.
+    converted = tuple(
+        a if a is None else framework_of(a, name).ffi_arg(a, name) for a, name in zip(arrays, names)
+    )
+    return framework.invoke(x, fn, *converted, *attrs)
 
 
 def _numel(x: Any) -> int:

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Runs the CUDA tests of every op under compute-sanitizer: memcheck, racecheck, initcheck and
+# synccheck by default, or the tools named. Needs a GPU, compute-sanitizer, and scale_lib
+# installed with CUDA.
+#
+#   tools/compute_sanitizer.sh                      # all four tools
+#   tools/compute_sanitizer.sh memcheck racecheck
+#   SANITIZE_K="torch-cuda" tools/compute_sanitizer.sh   # another pytest -k selection
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+tools=("$@")
+[ ${#tools[@]} -eq 0 ] && tools=(memcheck racecheck initcheck synccheck)
+# Exact allocations (no caching allocator), so that any access past an array is caught.
+export PYTORCH_NO_CUDA_MEMORY_CACHING=1
+selection="${SANITIZE_K:-torch-cuda and float32 and not 1048579 and not 1000003 and not 65537}"
+tests=(tests/test_scale.py tests/test_rms_norm.py tests/test_axpby.py tests/test_l2_norm.py tests/test_flatnonzero.py)
+
+status=0
+for tool in "${tools[@]}"; do
+  compute-sanitizer --tool "$tool" --error-exitcode 99 --print-limit 20 \
+    python3 -m pytest "${tests[@]}" -q -p no:cacheprovider -p no:logging -k "$selection"
+  rc=$?
+  echo "== compute-sanitizer --tool $tool: exit code $rc"
+  [ "$rc" -ne 0 ] && status=1
+done
+exit "$status"
