@@ -3,6 +3,7 @@
 
 #include "axpby.h"
 #include "cpu_float.h"
+#include "cpu_parallel.h"
 
 namespace scale_lib {
 
@@ -18,7 +19,9 @@ void AxpbyCPU(ffi::TensorView out, ffi::TensorView x, ffi::TensorView y, double 
     T* o = DataPtr<T>(out);
     const T* xs = DataPtr<const T>(x);
     const T* ys = DataPtr<const T>(y);
-    for (int64_t i = 0; i < n; ++i) o[i] = Math::Store(ac * Math::Load(xs[i]) + bc * Math::Load(ys[i]));
+    cpu::ParallelFor(n, int64_t{1} << 18, 64, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) o[i] = Math::Store(ac * Math::Load(xs[i]) + bc * Math::Load(ys[i]));
+    });
   });
 }
 

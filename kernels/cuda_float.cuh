@@ -27,7 +27,11 @@ struct FloatMath<float16_t> {
 template <>
 struct FloatMath<bfloat16_t> {
   using Compute = float;
-  __device__ static float Load(bfloat16_t v) { return __bfloat162float(v); }
+  // A bfloat16 is the top half of a float32: widening is a shift of the raw bits, which keeps
+  // register pressure at fp16's level (the intrinsic's form cost rms_norm a third more registers).
+  __device__ static float Load(bfloat16_t v) {
+    return __uint_as_float(static_cast<unsigned int>(__bfloat16_as_ushort(v)) << 16);
+  }
   __device__ static bfloat16_t Store(float v) { return __float2bfloat16_rn(v); }
 };
 

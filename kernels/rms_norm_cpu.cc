@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cpu_float.h"
+#include "cpu_parallel.h"
 #include "rms_norm.h"
 
 namespace scale_lib {
@@ -34,12 +35,12 @@ Acc<T> RowRstd(const Acc<T>* row, int64_t hidden, Acc<T> eps) {
 
 template <typename T>
 void RmsNormRows(T* out, const T* x, const T* weight, RowLayout x_rows, int64_t out_stride,
-                 double eps) {
+                 double eps, int64_t first_row, int64_t end_row) {
   const int64_t h = x_rows.hidden;
   std::vector<Acc<T>> row_scratch(static_cast<size_t>(h)), y(static_cast<size_t>(h));
   std::vector<Acc<T>> w(weight != nullptr ? static_cast<size_t>(h) : 0);
   if (weight != nullptr) cpu::LoadN(weight, w.data(), h);
-  for (int64_t r = 0; r < x_rows.rows; ++r) {
+  for (int64_t r = first_row; r < end_row; ++r) {
     const Acc<T>* row = RowInComputeType(x + r * x_rows.row_stride, h, row_scratch);
     const Acc<T> rstd = RowRstd<T>(row, h, static_cast<Acc<T>>(eps));
     if (weight != nullptr) {
@@ -62,7 +63,11 @@ void RmsNormCPU(ffi::TensorView out, ffi::TensorView x, ffi::Optional<ffi::Tenso
   DispatchFloating(x.dtype(), "x", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* w = weight.has_value() ? DataPtr<const T>(weight.value()) : nullptr;
-    RmsNormRows<T>(DataPtr<T>(out), DataPtr<const T>(x), w, x_rows, out_stride, eps);
+    // Whole rows per thread, about 2^18 elements each at least.
+    const int64_t min_rows = std::max<int64_t>(1, (int64_t{1} << 18) / std::max<int64_t>(x_rows.hidden, 1));
+    cpu::ParallelFor(x_rows.rows, min_rows, 1, [&](int64_t begin, int64_t end) {
+      RmsNormRows<T>(DataPtr<T>(out), DataPtr<const T>(x), w, x_rows, out_stride, eps, begin, end);
+    });
   });
 }
 

@@ -4,10 +4,13 @@
 #include <type_traits>
 
 #include "cpu_float.h"
+#include "cpu_parallel.h"
 #include "scale.h"
 
 namespace scale_lib {
 namespace {
+
+constexpr int64_t kMinPerThread = int64_t{1} << 18;  // ~1 MB of float32 per thread
 
 // No __restrict__: out may be x (in-place). float and double: one loop, which the compiler
 // vectorises behind a runtime overlap check. 16-bit types: cache-sized chunks converted in bulk.
@@ -38,7 +41,11 @@ void ScaleCPU(ffi::TensorView out, ffi::TensorView x, double factor) {
   if (n == 0) return;
   DispatchFloating(x.dtype(), "x", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    ScaleLoop<T>(DataPtr<T>(out), DataPtr<const T>(x), n, factor);
+    T* o = DataPtr<T>(out);
+    const T* xs = DataPtr<const T>(x);
+    cpu::ParallelFor(n, kMinPerThread, 64, [&](int64_t begin, int64_t end) {
+      ScaleLoop<T>(o + begin, xs + begin, end - begin, factor);
+    });
   });
 }
 // [scale_cpu.end]

@@ -38,7 +38,7 @@ class Framework:
     needs_explicit_workspace = False
 
     def check_writable(self, out: Any, arg_name: str) -> None:
-        """Raise if ``out`` must never be written (checked before every call)."""
+        """Raise if ``out`` must never be written (checked when ``out`` is not of ``x``'s type)."""
 
     def ffi_arg(self, a: Any, arg_name: str) -> Any:
         """``a`` in a form TVM-FFI accepts, for when passing ``a`` itself raised BufferError."""

@@ -111,14 +111,16 @@ class Op:
         framework = framework_of(x, self._first_name)
         if framework.is_jax:
             return self._call_jax(inputs, attrs, out)
-        if framework.has_framework_ops and self._wants_framework_op(framework, inputs):
+        if framework.has_framework_ops and (
+            framework.wants_framework_op(x) or (len(inputs) > 1 and self._others_want(framework, inputs))
+        ):
             return framework.call_framework_op(self, inputs, attrs, out)
         if not self._plain:
             return self._call_special(framework, inputs, attrs, out)
         # The common case, kept lean: it is every eager call's host overhead.
         if out is None:
             out = self.allocate(framework, inputs)
-        else:
+        elif type(out) is not type(x):  # same type as x: same framework, already vetted
             framework_of(out, "out").check_writable(out, "out")
         try:
             if framework.sets_stream:
@@ -130,13 +132,9 @@ class Op:
         return out
     # [op_call.end]
 
-    def _wants_framework_op(self, framework: Any, inputs: tuple[Any, ...]) -> bool:
+    def _others_want(self, framework: Any, inputs: tuple[Any, ...]) -> bool:
+        """Whether an input after the first needs the framework's op (a torch Parameter weight)."""
         wants = framework.wants_framework_op
-        if wants(inputs[0]):
-            return True
-        if len(inputs) == 1:
-            return False
-        # Another input of the same framework may need it too (a torch Parameter weight).
         return any(
             t is not None and wants(t) and framework_of(t, name) is framework
             for name, t in zip(self._input_names[1:], inputs[1:])
@@ -161,7 +159,7 @@ class Op:
             return adopt(framework, _invoke(framework, x, self.fn, inputs, self._input_names, attrs))
         if out is None:
             out = self.allocate(framework, inputs)
-        else:
+        elif type(out) is not type(x):
             framework_of(out, "out").check_writable(out, "out")
         if framework.needs_explicit_workspace:
             nbytes = self.workspace_bytes(_numel(x), max(_numel(out), 1))

@@ -76,7 +76,9 @@ def scale(x: ArrayT, factor: float, *, out: ArrayT | None = None) -> ArrayT:
         ValueError: shape or device mismatch, a non-contiguous array, a read-only ``out``, an
             unsupported device, or a CUDA array with a CPU-only build.
     """
-    return _scale.call((x,), (_real_scalar(factor, "factor"),), out)
+    if type(factor) is not float:  # the check costs a call; a float needs none
+        factor = _real_scalar(factor, "factor")
+    return _scale.call((x,), (factor,), out)
 # [scale_api.end]
 
 
