@@ -46,27 +46,22 @@ def _cupy_empty(like: Any, shape: Shape | None, dtype: str | None) -> Any:
         return cupy.empty(like.shape if shape is None else shape, dtype=like.dtype if dtype is None else dtype)
 
 
-_EMPTY: dict[fw.Framework, Callable[[Any, Shape | None, str | None], Any]] = {
-    fw.NUMPY: _numpy_empty,
-    fw.TORCH: _torch_empty,
-    fw.PADDLE: _paddle_empty,
-    fw.CUPY: _cupy_empty,
+# Keyed by name, not by the Framework objects: those are re-created if a module is reloaded.
+_EMPTY: dict[str, Callable[[Any, Shape | None, str | None], Any]] = {
+    "numpy": _numpy_empty,
+    "torch": _torch_empty,
+    "paddle": _paddle_empty,
+    "cupy": _cupy_empty,
 }
 
 
 def empty(framework: fw.Framework, like: Any, shape: Shape | None = None, dtype: str | None = None) -> Any:
     """An uninitialised contiguous array on ``like``'s framework and device, with ``like``'s
     shape and dtype unless given (``dtype`` by name, e.g. ``"float64"``)."""
-    return _EMPTY[framework](like, shape, dtype)
+    return _EMPTY[framework.name](like, shape, dtype)
 
 
-_FROM_DLPACK_MODULE = {
-    fw.NUMPY: "numpy",
-    fw.TORCH: "torch",
-    fw.PADDLE: "paddle",
-    fw.CUPY: "cupy",
-    fw.JAX: "jax.numpy",
-}
+_FROM_DLPACK_MODULE = {"numpy": "numpy", "torch": "torch", "paddle": "paddle", "cupy": "cupy", "jax": "jax.numpy"}
 
 
 # [adopt.begin]
@@ -80,7 +75,7 @@ def adopt(framework: fw.Framework, result: Any) -> Any:
     """
     if framework.name in ("torch", "paddle") and not _is_ffi_tensor(result):
         return result
-    return sys.modules[_FROM_DLPACK_MODULE[framework]].from_dlpack(result)
+    return sys.modules[_FROM_DLPACK_MODULE[framework.name]].from_dlpack(result)
 # [adopt.end]
 
 

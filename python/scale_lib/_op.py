@@ -109,6 +109,8 @@ class Op:
         scalar ``attrs``, in ABI order, writing ``out`` if given."""
         x = inputs[0]
         framework = framework_of(x, self._first_name)
+        if len(inputs) > 1:
+            self._check_other_inputs(inputs)
         if framework.is_jax:
             return self._call_jax(inputs, attrs, out)
         if framework.has_framework_ops and (
@@ -132,11 +134,20 @@ class Op:
         return out
     # [op_call.end]
 
+    def _check_other_inputs(self, inputs: tuple[Any, ...]) -> None:
+        """Every input is an array, or None where optional: a TypeError naming it otherwise."""
+        for spec, t in zip(self.inputs[1:], inputs[1:]):
+            if t is None:
+                if not spec.optional:
+                    raise TypeError(f"{spec.name} must be an array; got None")
+            else:
+                framework_of(t, spec.name)
+
     def _others_want(self, framework: Any, inputs: tuple[Any, ...]) -> bool:
         """Whether an input after the first needs the framework's op (a torch Parameter weight)."""
         wants = framework.wants_framework_op
         return any(
-            t is not None and wants(t) and framework_of(t, name) is framework
+            t is not None and wants(t) and framework_of(t, name).name == framework.name
             for name, t in zip(self._input_names[1:], inputs[1:])
         )
 

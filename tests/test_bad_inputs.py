@@ -1,0 +1,287 @@
+"""Hostile input for every op and framework: each case is a clear TypeError/ValueError naming the
+argument, or a correct result. Inputs are checksummed around every call: none may change. Cases
+that could crash the process run in a subprocess, so a crash fails one test instead of the run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import sys
+import textwrap
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+import pytest
+from backends import JAX_BACKENDS, MUTABLE_BACKENDS, Backend, backend_params
+from reference import random_data, rms_norm_reference
+
+import scale_lib
+
+NAN = float("nan")
+
+
+@dataclass(frozen=True)
+class OpCase:
+    """How to call one op: its array arguments (first is x) and a call taking them by name."""
+
+    name: str
+    arrays: tuple[str, ...]
+    call: Callable[..., Any]
+    has_out: bool = True
+    optional: tuple[str, ...] = ()
+    shape: tuple[int, ...] = (6, 8)
+    secondary_shape: dict[str, tuple[int, ...]] | None = None  # default: x's shape
+
+
+OPS = [
+    OpCase("scale", ("x",), lambda x, out=None: scale_lib.scale(x, 2.0, out=out)),
+    OpCase("axpby", ("x", "y"), lambda x, y, out=None: scale_lib.axpby(x, y, 2.0, -1.0, out=out)),
+    OpCase(
+        "rms_norm",
+        ("x", "weight"),
+        lambda x, weight, out=None: scale_lib.rms_norm(x, weight, 1e-6, out=out),
+        optional=("weight",),
+        secondary_shape={"weight": (8,)},
+    ),
+    OpCase("flatnonzero", ("x",), lambda x: scale_lib.flatnonzero(x), has_out=False),
+    OpCase("l2_norm", ("x",), lambda x: scale_lib.l2_norm(x), has_out=False),
+]
+OP_PARAMS = [pytest.param(op, id=op.name) for op in OPS]
+
+
+def _arrays(backend: Backend, op: OpCase, dtype: str = "float32") -> dict[str, Any]:
+    shapes = {name: (op.secondary_shape or {}).get(name, op.shape) for name in op.arrays}
+    return {name: backend.asarray(random_data(shape, seed=i + 1), dtype) for i, (name, shape) in enumerate(shapes.items())}
+
+
+def _checksum(backend: Backend, arrays: dict[str, Any]) -> dict[str, str]:
+    return {n: hashlib.sha256(backend.to_numpy(a).tobytes()).hexdigest() for n, a in arrays.items() if a is not None}
+
+
+class Unchanged:
+    """Asserts on exit that the inputs' bytes did not change."""
+
+    def __init__(self, backend: Backend, arrays: dict[str, Any]) -> None:
+        self.backend, self.arrays = backend, arrays
+
+    def __enter__(self) -> None:
+        self.before = _checksum(self.backend, self.arrays)
+
+    def __exit__(self, *exc: Any) -> None:
+        assert _checksum(self.backend, self.arrays) == self.before, "an input was modified"
+
+
+def _run(backend: Backend, op: OpCase, arrays: dict[str, Any], **kwargs: Any) -> Any:
+    if backend.framework == "jax_jit" and op.name != "flatnonzero":
+        return backend.mod.jit(lambda *a: op.call(*a, **kwargs))(*arrays.values())
+    return op.call(*arrays.values(), **kwargs)
+
+
+# -- not arrays -----------------------------------------------------------------------------
+@pytest.mark.parametrize("op", OP_PARAMS)
+@pytest.mark.parametrize("backend", backend_params(), indirect=True)
+def test_every_array_argument_rejects_non_arrays(backend: Backend, op: OpCase) -> None:
+    arrays = _arrays(backend, op)
+    for name in op.arrays:
+        bad_values = [[1.0, 2.0], 3.0, "abc"] + ([] if name in op.optional else [None])
+        for bad in bad_values:
+            with Unchanged(backend, arrays), pytest.raises(TypeError, match=f"^{name} must be a"):
+                op.call(*{**arrays, name: bad}.values())
+
+
+# -- dtypes ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("bad_dtype", ["int32", "bool"])
+@pytest.mark.parametrize("op", OP_PARAMS)
+@pytest.mark.parametrize("backend", backend_params(), indirect=True)
+def test_every_array_argument_rejects_other_dtypes(backend: Backend, op: OpCase, bad_dtype: str) -> None:
+    arrays = _arrays(backend, op)
+    for name in op.arrays:
+        shape = (op.secondary_shape or {}).get(name, op.shape)
+        bad = backend.asarray(np.ones(shape), bad_dtype)
+        expected = f"x has unsupported dtype {bad_dtype}" if name == "x" else f"{name} and x must have the same dtype"
+        with Unchanged(backend, arrays), pytest.raises(TypeError, match=expected):
+            _run(backend, op, {**arrays, name: bad})
+
+
+# -- shapes and layouts ---------------------------------------------------------------------
+@pytest.mark.parametrize("op", [p for p in OP_PARAMS if len(p.values[0].arrays) > 1])
+@pytest.mark.parametrize("backend", backend_params(), indirect=True)
+def test_secondary_inputs_must_match_x(backend: Backend, op: OpCase) -> None:
+    arrays = _arrays(backend, op)
+    for name in op.arrays[1:]:
+        shape = (op.secondary_shape or {}).get(name, op.shape)
+        bad = backend.asarray(np.ones((*shape[:-1], shape[-1] + 1)), "float32")
+        with Unchanged(backend, arrays), pytest.raises(ValueError, match=f"{name}"):
+            _run(backend, op, {**arrays, name: bad})
+
+
+def _non_contiguous(backend: Backend, shape: tuple[int, ...]) -> list[tuple[str, Any]]:
+    """Non-contiguous views of `shape` this framework can make, each with a name."""
+    wide = backend.asarray(random_data((*shape[:-1], 2 * shape[-1]), 9), "float32")
+    views = [("step", wide[..., ::2])]
+    if len(shape) >= 2 and backend.framework != "paddle":
+        square = backend.asarray(random_data((shape[-1], shape[-2]), 10), "float32")
+        views.append(("transpose", square.T))
+    if backend.framework in ("numpy", "cupy"):
+        views.append(("negative stride", backend.asarray(random_data(shape, 11), "float32")[..., ::-1]))
+    return views
+
+
+@pytest.mark.parametrize("op", OP_PARAMS)
+@pytest.mark.parametrize("backend", MUTABLE_BACKENDS, indirect=True)
+def test_non_contiguous_arguments(backend: Backend, op: OpCase) -> None:
+    arrays = _arrays(backend, op)
+    for name in op.arrays:
+        shape = (op.secondary_shape or {}).get(name, op.shape)
+        for _what, view in _non_contiguous(backend, shape):
+            with Unchanged(backend, arrays), pytest.raises(ValueError, match=f"{name} must be"):
+                op.call(*{**arrays, name: view}.values())
+    if op.has_out:
+        for _what, view in _non_contiguous(backend, op.shape):
+            out_before = backend.to_numpy(view).copy()
+            with Unchanged(backend, arrays), pytest.raises(ValueError, match="out must be"):
+                op.call(*arrays.values(), out=view)
+            np.testing.assert_array_equal(backend.to_numpy(view), out_before)
+
+
+# -- out ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("op", [p for p in OP_PARAMS if p.values[0].has_out])
+@pytest.mark.parametrize("backend", MUTABLE_BACKENDS, indirect=True)
+def test_out_shape_dtype_and_aliasing(backend: Backend, op: OpCase) -> None:
+    arrays = _arrays(backend, op)
+    x = arrays["x"]
+    cases = [
+        (backend.asarray(np.full((6, 9), NAN), "float32"), ValueError, "out and x must have the same shape"),
+        (backend.asarray(np.full((6, 8), NAN), "float64"), TypeError, "out and x must have the same dtype"),
+    ]
+    for out, error, message in cases:
+        with Unchanged(backend, arrays), pytest.raises(error, match=message):
+            op.call(*arrays.values(), out=out)
+        assert np.isnan(backend.to_numpy(out)).all(), "an erroring call wrote into out"
+    # out = x is in-place use and defined; out overlapping x otherwise is refused.
+    expected = backend.to_numpy(op.call(*arrays.values()))
+    assert op.call(*arrays.values(), out=x) is x
+    np.testing.assert_allclose(backend.to_numpy(x), expected, rtol=1e-6, atol=1e-6)
+    buffer = backend.asarray(random_data((7 * 8,), 3), "float32")
+    shifted = {**arrays, "x": buffer[8:].reshape(6, 8)}
+    with pytest.raises(ValueError, match="overlap in memory"):
+        op.call(*shifted.values(), out=buffer[:48].reshape(6, 8))
+
+
+@pytest.mark.parametrize("op", [p for p in OP_PARAMS if p.values[0].has_out])
+def test_read_only_and_immutable_outputs(op: OpCase) -> None:
+    backend = Backend("numpy", "cpu")
+    arrays = _arrays(backend, op)
+    out = np.full(op.shape, NAN, np.float32)
+    out.flags.writeable = False
+    with Unchanged(backend, arrays), pytest.raises(ValueError, match="out is a read-only NumPy array"):
+        op.call(*arrays.values(), out=out)
+    assert np.isnan(out).all()
+    jnp = pytest.importorskip("jax.numpy")
+    jax_out = jnp.full(op.shape, NAN, jnp.float32)
+    with Unchanged(backend, arrays), pytest.raises(TypeError, match="out is a JAX array"):
+        op.call(*arrays.values(), out=jax_out)
+    assert np.isnan(np.asarray(jax_out)).all()
+
+
+@pytest.mark.parametrize("op", [p for p in OP_PARAMS if p.values[0].has_out])
+@pytest.mark.parametrize("backend", JAX_BACKENDS, indirect=True)
+def test_jax_has_no_out(backend: Backend, op: OpCase) -> None:
+    arrays = _arrays(backend, op)
+    with pytest.raises(TypeError, match="out= is not supported when x is a JAX array"):
+        op.call(*arrays.values(), out=arrays["x"])
+
+
+# -- IEEE specials --------------------------------------------------------------------------
+NUMPY_REFERENCE = {
+    "scale": lambda x: x * 2.0,
+    "axpby": lambda x, y: 2.0 * x - y,
+    "rms_norm": lambda x, w: rms_norm_reference(x, w, 1e-6),
+    "flatnonzero": lambda x: np.flatnonzero(x).astype(np.float64),
+    "l2_norm": lambda x: np.sqrt(np.sum(x * x)),
+}
+
+
+@pytest.mark.parametrize("op", OP_PARAMS)
+@pytest.mark.parametrize("backend", backend_params(), indirect=True)
+def test_nan_and_inf_propagate_as_ieee_says(backend: Backend, op: OpCase) -> None:
+    data = random_data(op.shape, 5)
+    data[0, 0], data[1, 1], data[2, 2] = np.nan, np.inf, -np.inf
+    arrays = {**_arrays(backend, op), "x": backend.asarray(data, "float32")}
+    result = backend.to_numpy(_run(backend, op, arrays))
+    with np.errstate(invalid="ignore", over="ignore"):  # inf - inf, inf / inf: NaN, as IEEE says
+        expected = NUMPY_REFERENCE[op.name](*(backend.to_numpy(a) for a in arrays.values()))
+    np.testing.assert_allclose(result, expected, rtol=1e-5, atol=1e-6, equal_nan=True)
+
+
+# -- the bare ABI ---------------------------------------------------------------------------
+EXPORTS = {
+    "scale": 3, "axpby": 5, "rms_norm": 4, "rms_norm_rstd": 3, "rms_norm_backward": 5,
+    "rms_norm_weight_grad": 4, "flatnonzero": 1, "l2_norm": 2, "l2_norm_with_workspace": 3,
+    "l2_norm_workspace_bytes": 2, "build_info": 0,
+}
+
+
+@pytest.mark.parametrize(("name", "arity"), EXPORTS.items())
+def test_abi_argument_count_and_types(name: str, arity: int) -> None:
+    fn = getattr(scale_lib.lib, name)
+    with pytest.raises(TypeError, match=f"Expected {arity} but got {arity + 1} arguments"):
+        fn(*([None] * (arity + 1)))
+    if arity:
+        with pytest.raises(TypeError, match=r"Mismatched type on argument #\d+ when calling"):
+            fn("not a tensor", *([None] * (arity - 1)))
+
+
+# -- crash-prone edge cases, isolated ---------------------------------------------------------
+def _run_isolated(code: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=300)
+
+
+def test_empty_tensors_with_null_data_pointers() -> None:
+    # torch allocates nothing for empty tensors: data pointers are NULL. Every op must return
+    # before touching them, whatever the shape of the emptiness.
+    pytest.importorskip("torch")
+    child = _run_isolated(
+        """
+        import torch, scale_lib
+        for shape in [(0,), (0, 8), (8, 0), (3, 0, 2)]:
+            x = torch.empty(shape)
+            assert x.data_ptr() == 0 or x.numel() == 0
+            assert scale_lib.scale(x, 2.0).shape == x.shape
+            assert scale_lib.axpby(x, x, 1.0, 1.0).shape == x.shape
+            assert scale_lib.flatnonzero(x).numel() == 0
+            assert float(scale_lib.l2_norm(x)) == 0.0
+            assert scale_lib.rms_norm(x).shape == x.shape
+        print("ok")
+        """
+    )
+    assert child.returncode == 0 and child.stdout.strip() == "ok", child.stderr[-2000:]
+
+
+def test_abi_calls_with_hostile_arguments() -> None:
+    child = _run_isolated(
+        """
+        import numpy as np, scale_lib
+        lib, x = scale_lib.lib, np.ones(8, np.float32)
+        hostile = [
+            lambda: lib.scale(x, x[:4], 1.0),                       # shape mismatch
+            lambda: lib.rms_norm(x, x, x[:3], 1e-6),                # wrong weight
+            lambda: lib.rms_norm(x, x, None, -1.0),                 # negative eps
+            lambda: lib.l2_norm(np.empty(2, np.float32), x),        # out not 0-d
+            lambda: lib.l2_norm_workspace_bytes(-5, 1),             # negative size
+            lambda: lib.l2_norm_workspace_bytes(10, 0),             # no groups
+            lambda: lib.rms_norm_weight_grad(x[:4], x, x, np.ones(1)),  # wrong dtype for rstd
+            lambda: lib.axpby(x, x, x[::2], 1.0, 1.0),              # non-contiguous y
+        ]
+        for call in hostile:
+            try:
+                call()
+            except (TypeError, ValueError):
+                continue
+            raise SystemExit(f"no error for case {hostile.index(call)}")
+        print("ok")
+        """
+    )
+    assert child.returncode == 0 and child.stdout.strip() == "ok", child.stdout + child.stderr[-2000:]
