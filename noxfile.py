@@ -95,11 +95,16 @@ def sanitize(session: nox.Session) -> None:
         "CMAKE_ARGS": f"-DCMAKE_CXX_FLAGS='{flags}' -DCMAKE_SHARED_LINKER_FLAGS='-fsanitize=address,undefined'",
     }
     session.install(".[test]", env=env)
-    libasan = subprocess.run(["gcc", "-print-file-name=libasan.so"], capture_output=True, text=True, check=True).stdout.strip()
+    # libstdc++ right after libasan: the interpreter does not link it, and ASan's __cxa_throw
+    # interceptor must find the real one when it starts (else the first C++ exception aborts).
+    preload = " ".join(
+        subprocess.run(["gcc", f"-print-file-name={lib}"], capture_output=True, text=True, check=True).stdout.strip()
+        for lib in ("libasan.so", "libstdc++.so")
+    )
     session.run(
         "pytest", *(session.posargs or ["-x", "-q"]),
         env={
-            "LD_PRELOAD": libasan,
+            "LD_PRELOAD": preload,
             "ASAN_OPTIONS": "detect_leaks=0:abort_on_error=1",
             "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1",
         },
