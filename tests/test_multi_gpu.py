@@ -3,6 +3,8 @@ than two GPUs."""
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 from backends import Backend
@@ -10,6 +12,14 @@ from backends import Backend
 import scale_lib
 
 pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(autouse=True)
+def restore_current_device():
+    """JAX and CuPy on GPU 1 may leave it current for this thread; later tests expect GPU 0."""
+    yield
+    if "torch" in sys.modules and sys.modules["torch"].cuda.is_available():
+        sys.modules["torch"].cuda.set_device(0)
 
 
 def _torch_with_two_gpus():

@@ -53,7 +53,7 @@ def test_the_ordering_test_can_fail(torch_cuda) -> None:
     s = torch.cuda.Stream()
     _queue_late_fill(torch, s, x, 3.0)
     xt, ot = tvm_ffi.from_dlpack(x), tvm_ffi.from_dlpack(out)  # no implicit torch stream
-    with tvm_ffi.use_raw_stream(tvm_ffi.device("cuda:0"), 0):
+    with tvm_ffi.use_raw_stream(tvm_ffi.device("cuda", x.device.index), 0):
         scale_lib.lib.scale(ot, xt, 2.0)
     torch.cuda.synchronize()
     assert not bool((out == 6.0).all())
@@ -69,7 +69,7 @@ def test_tvm_ffi_use_raw_stream(torch_cuda) -> None:
     s = torch.cuda.Stream()
     _queue_late_fill(torch, s, x, 3.0)
     xt, ot = tvm_ffi.from_dlpack(x), tvm_ffi.from_dlpack(out)
-    with tvm_ffi.use_raw_stream(tvm_ffi.device("cuda:0"), s.cuda_stream):
+    with tvm_ffi.use_raw_stream(tvm_ffi.device("cuda", x.device.index), s.cuda_stream):
         scale_lib.lib.scale(ot, xt, 2.0)
     s.synchronize()
     assert bool((out == 6.0).all())
