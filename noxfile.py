@@ -1,6 +1,6 @@
 """Developer sessions. Without nox installed: python3 tools/dev.py <session> [-- args].
 
-  demo              build + install, then call every op from every installed framework
+  demo              build + install, then call scale from every installed framework
   tests             build + install with every framework, run the test suite
   tests_numpy       ... with NumPy only (likewise tests_torch, tests_jax, tests_paddle)
   tests_cpu_only    a CPU-only build (SCALE_LIB_CUDA=OFF), tested with NumPy
@@ -140,7 +140,7 @@ def build(session: nox.Session) -> None:
 def bench(session: nox.Session) -> None:
     """Every benchmark in --quick mode: seconds on a CPU, a smoke test that they run."""
     session.install(TORCH)
-    session.install(".[test]")
+    session.install(".[test]", env=CPU_ONLY)  # --quick runs on the CPU: skip the CUDA build
     out = session.create_tmp()
     for script in sorted((ROOT / "benchmarks").glob("bench_*.py")):
         session.run("python", str(script), "--quick", "--out-dir", out)
