@@ -262,6 +262,14 @@ inline bool PartiallyOverlaps(const ffi::TensorView& a, const ffi::TensorView& b
     }                                                                                            \
   } while (0)
 
+// `a` is like `b`: the same dtype, shape and device (each checked with its own message).
+#define CHECK_LIKE(a, b)     \
+  do {                       \
+    CHECK_SAME_DTYPE(a, b);  \
+    CHECK_SAME_SHAPE(a, b);  \
+    CHECK_SAME_DEVICE(a, b); \
+  } while (0)
+
 #define CHECK_DTYPE(t, expected)                                                             \
   do {                                                                                       \
     if ((t).dtype() != (expected)) {                                                         \

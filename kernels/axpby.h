@@ -10,12 +10,8 @@ namespace scale_lib {
 inline void CheckAxpbyArgs(const ffi::TensorView& out, const ffi::TensorView& x,
                            const ffi::TensorView& y) {
   CHECK_FLOATING(x);
-  CHECK_SAME_DTYPE(y, x);
-  CHECK_SAME_SHAPE(y, x);
-  CHECK_SAME_DEVICE(y, x);
-  CHECK_SAME_DTYPE(out, x);
-  CHECK_SAME_SHAPE(out, x);
-  CHECK_SAME_DEVICE(out, x);
+  CHECK_LIKE(y, x);
+  CHECK_LIKE(out, x);
   CHECK_CONTIGUOUS(x);
   CHECK_CONTIGUOUS(y);
   CHECK_CONTIGUOUS(out);

@@ -309,10 +309,7 @@ void RmsNormCUDA(ffi::TensorView out, ffi::TensorView x, ffi::Optional<ffi::Tens
 // [rms_norm_cuda.end]
 
 void RmsNormRstdCUDA(ffi::TensorView rstd, ffi::TensorView x, double eps) {
-  CHECK_FLOATING(x);
-  CHECK_MIN_NDIM(x, 1);
-  CheckRstd(rstd, x);
-  TVM_FFI_CHECK(eps >= 0, ValueError) << "eps must be non-negative; got " << eps;
+  CheckRmsNormRstdArgs(rstd, x, eps);
   const RowLayout x_rows = AsRows(x, "x");
   if (x_rows.rows == 0) return;
   CUDADeviceGuard guard(x.device().device_id);

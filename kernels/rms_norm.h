@@ -93,9 +93,7 @@ inline void CheckRmsNormArgs(const ffi::TensorView& out, const ffi::TensorView& 
                              const ffi::Optional<ffi::TensorView>& weight, double eps) {
   CHECK_FLOATING(x);
   CHECK_MIN_NDIM(x, 1);
-  CHECK_SAME_DTYPE(out, x);
-  CHECK_SAME_SHAPE(out, x);
-  CHECK_SAME_DEVICE(out, x);
+  CHECK_LIKE(out, x);
   if (weight.has_value()) CheckWeight(weight.value(), x);
   TVM_FFI_CHECK(eps >= 0, ValueError) << "eps must be non-negative; got " << eps;
   AsRows(x, "x");
@@ -110,6 +108,13 @@ inline void CheckRstd(const ffi::TensorView& rstd, const ffi::TensorView& x) {
   TVM_FFI_CHECK(rstd.numel() == AsRows(x, "x").rows, ValueError)
       << "rstd must have one element per row of x (" << AsRows(x, "x").rows << "); got shape "
       << ShapeString(rstd);
+}
+
+inline void CheckRmsNormRstdArgs(const ffi::TensorView& rstd, const ffi::TensorView& x, double eps) {
+  CHECK_FLOATING(x);
+  CHECK_MIN_NDIM(x, 1);
+  CheckRstd(rstd, x);
+  TVM_FFI_CHECK(eps >= 0, ValueError) << "eps must be non-negative; got " << eps;
 }
 
 void RmsNormCPU(ffi::TensorView out, ffi::TensorView x, ffi::Optional<ffi::TensorView> weight,
@@ -137,12 +142,8 @@ inline void CheckRmsNormBackwardArgs(const ffi::TensorView& grad_x, const ffi::T
                                      const ffi::TensorView& rstd) {
   CHECK_FLOATING(x);
   CHECK_MIN_NDIM(x, 1);
-  CHECK_SAME_DTYPE(grad, x);
-  CHECK_SAME_SHAPE(grad, x);
-  CHECK_SAME_DEVICE(grad, x);
-  CHECK_SAME_DTYPE(grad_x, x);
-  CHECK_SAME_SHAPE(grad_x, x);
-  CHECK_SAME_DEVICE(grad_x, x);
+  CHECK_LIKE(grad, x);
+  CHECK_LIKE(grad_x, x);
   CHECK_CONTIGUOUS(grad);
   CHECK_CONTIGUOUS(grad_x);
   AsRows(x, "x");
@@ -157,9 +158,7 @@ inline void CheckRmsNormWeightGradArgs(const ffi::TensorView& grad_weight,
                                        const ffi::TensorView& rstd) {
   CHECK_FLOATING(x);
   CHECK_MIN_NDIM(x, 1);
-  CHECK_SAME_DTYPE(grad, x);
-  CHECK_SAME_SHAPE(grad, x);
-  CHECK_SAME_DEVICE(grad, x);
+  CHECK_LIKE(grad, x);
   CHECK_CONTIGUOUS(grad);
   AsRows(x, "x");
   WeightGradGroups(grad_weight, x);

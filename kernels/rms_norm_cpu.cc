@@ -72,10 +72,7 @@ void RmsNormCPU(ffi::TensorView out, ffi::TensorView x, ffi::Optional<ffi::Tenso
 }
 
 void RmsNormRstdCPU(ffi::TensorView rstd, ffi::TensorView x, double eps) {
-  CHECK_FLOATING(x);
-  CHECK_MIN_NDIM(x, 1);
-  CheckRstd(rstd, x);
-  TVM_FFI_CHECK(eps >= 0, ValueError) << "eps must be non-negative; got " << eps;
+  CheckRmsNormRstdArgs(rstd, x, eps);
   const RowLayout x_rows = AsRows(x, "x");
   DispatchFloating(x.dtype(), "x", [&](auto tag) {
     using T = typename decltype(tag)::type;

@@ -14,9 +14,7 @@ namespace scale_lib {
 // same array (in-place) or disjoint.
 inline void CheckScaleArgs(const ffi::TensorView& out, const ffi::TensorView& x) {
   CHECK_FLOATING(x);
-  CHECK_SAME_DTYPE(out, x);
-  CHECK_SAME_SHAPE(out, x);
-  CHECK_SAME_DEVICE(out, x);
+  CHECK_LIKE(out, x);
   CHECK_CONTIGUOUS(x);
   CHECK_CONTIGUOUS(out);
   CHECK_NO_PARTIAL_OVERLAP(out, x);

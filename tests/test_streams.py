@@ -41,34 +41,35 @@ def test_torch_current_stream(torch_cuda) -> None:
     assert bool((y == 6.0).all())
 
 
-def test_the_ordering_test_can_fail(torch_cuda) -> None:
-    # Control: the same sequence launched on the legacy default stream does race. If this ever
-    # fails, the stream tests above prove nothing on this system.
+def _late_input_as_ffi_tensors(torch):
+    """x (zeros now, 3.0 once a spin on a fresh stream s ends) and an output of -1s, both also as
+    tvm_ffi.Tensors: those carry no framework, so TVM-FFI publishes no stream for them."""
     import tvm_ffi
 
-    torch = torch_cuda
     x = torch.zeros(N, device="cuda")
     out = torch.full((N,), -1.0, device="cuda")
     torch.cuda.synchronize()
     s = torch.cuda.Stream()
     _queue_late_fill(torch, s, x, 3.0)
-    xt, ot = tvm_ffi.from_dlpack(x), tvm_ffi.from_dlpack(out)  # no implicit torch stream
+    return x, out, s, tvm_ffi.from_dlpack(x), tvm_ffi.from_dlpack(out)
+
+
+def test_the_ordering_test_can_fail(torch_cuda) -> None:
+    # Control: the same sequence launched on the legacy default stream does race. If this ever
+    # fails, the stream tests above prove nothing on this system.
+    import tvm_ffi
+
+    x, out, _, xt, ot = _late_input_as_ffi_tensors(torch_cuda)
     with tvm_ffi.use_raw_stream(tvm_ffi.device("cuda", x.device.index), 0):
         scale_lib.lib.scale(ot, xt, 2.0)
-    torch.cuda.synchronize()
+    torch_cuda.cuda.synchronize()
     assert not bool((out == 6.0).all())
 
 
 def test_tvm_ffi_use_raw_stream(torch_cuda) -> None:
     import tvm_ffi
 
-    torch = torch_cuda
-    x = torch.zeros(N, device="cuda")
-    out = torch.full((N,), -1.0, device="cuda")
-    torch.cuda.synchronize()
-    s = torch.cuda.Stream()
-    _queue_late_fill(torch, s, x, 3.0)
-    xt, ot = tvm_ffi.from_dlpack(x), tvm_ffi.from_dlpack(out)
+    x, out, s, xt, ot = _late_input_as_ffi_tensors(torch_cuda)
     with tvm_ffi.use_raw_stream(tvm_ffi.device("cuda", x.device.index), s.cuda_stream):
         scale_lib.lib.scale(ot, xt, 2.0)
     s.synchronize()
@@ -78,14 +79,8 @@ def test_tvm_ffi_use_raw_stream(torch_cuda) -> None:
 def test_tvm_ffi_use_torch_stream(torch_cuda) -> None:
     import tvm_ffi
 
-    torch = torch_cuda
-    x = torch.zeros(N, device="cuda")
-    out = torch.full((N,), -1.0, device="cuda")
-    torch.cuda.synchronize()
-    s = torch.cuda.Stream()
-    _queue_late_fill(torch, s, x, 3.0)
-    xt, ot = tvm_ffi.from_dlpack(x), tvm_ffi.from_dlpack(out)
-    with tvm_ffi.use_torch_stream(torch.cuda.stream(s)):
+    _, out, s, xt, ot = _late_input_as_ffi_tensors(torch_cuda)
+    with tvm_ffi.use_torch_stream(torch_cuda.cuda.stream(s)):
         scale_lib.lib.scale(ot, xt, 2.0)
     s.synchronize()
     assert bool((out == 6.0).all())

@@ -4,7 +4,9 @@
 // by name.
 //
 // This file is how a kernel produced elsewhere (NVRTC, Triton, a vendor) ships in scale_lib: any
-// CUBIN/fatbin with extern "C" entry points can take its place. See docs/cubin.md.
+// CUBIN/fatbin with extern "C" entry points can take its place. See docs/kernels/cubin.md. So it
+// is self-contained on purpose, CUDA headers only: its small Math helper restates
+// kernels/cuda_float.cuh rather than include the library's headers.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
