@@ -162,7 +162,7 @@ template <typename T, int kWidth>
 void LaunchRmsNorm(T* out, const T* x, const T* weight, RowLayout x_rows, int64_t out_stride,
                    double eps, cudaStream_t stream) {
   const int64_t packs = x_rows.hidden / kWidth;
-  const auto e = static_cast<Acc<T>>(eps);
+  const Acc<T> e = EpsIn<Acc<T>>(eps);
   if (packs <= kMaxPacksForGroups) {
     // Aim for two packs per thread: enough loads in flight, many rows per block.
     const int group = std::min(32, std::max(4, NextPowerOfTwo((packs + 1) / 2)));
@@ -318,7 +318,7 @@ void RmsNormRstdCUDA(ffi::TensorView rstd, ffi::TensorView x, double eps) {
     using T = typename decltype(tag)::type;
     const unsigned int grid = static_cast<unsigned int>(std::min<int64_t>(x_rows.rows, 0x7fffffff));
     RmsNormRstdKernel<T><<<grid, kBackwardThreads, 0, stream>>>(
-        DataPtr<double>(rstd), DataPtr<const T>(x), x_rows, static_cast<Acc<T>>(eps));
+        DataPtr<double>(rstd), DataPtr<const T>(x), x_rows, EpsIn<Acc<T>>(eps));
   });
   CHECK_CUDA_LAUNCH();
 }

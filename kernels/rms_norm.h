@@ -9,9 +9,26 @@
 #ifndef SCALE_LIB_KERNELS_RMS_NORM_H_
 #define SCALE_LIB_KERNELS_RMS_NORM_H_
 
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+
 #include "tvm_ffi_utils.h"
 
 namespace scale_lib {
+
+// eps in the compute type A. A positive eps is at least A's smallest normal number: rounding a
+// tiny eps to zero (or flushing it, as XLA's CPU threads do with subnormals) would turn an
+// all-zero row into 0/0 = NaN, where any positive eps promises 0. Positive is read from the bits:
+// with denormals-are-zero on (XLA's CPU threads again) even `eps > 0` sees a subnormal as zero.
+template <typename A>
+A EpsIn(double eps) {
+  uint64_t bits;
+  std::memcpy(&bits, &eps, sizeof(bits));
+  const bool positive = bits != 0 && (bits >> 63) == 0;
+  return positive ? std::max(static_cast<A>(eps), std::numeric_limits<A>::min()) : A(0);
+}
 
 // [rows.begin]
 // A tensor seen as `rows` rows of `hidden` contiguous elements, `row_stride` elements apart.

@@ -42,7 +42,7 @@ void RmsNormRows(T* out, const T* x, const T* weight, RowLayout x_rows, int64_t 
   if (weight != nullptr) cpu::LoadN(weight, w.data(), h);
   for (int64_t r = first_row; r < end_row; ++r) {
     const Acc<T>* row = RowInComputeType(x + r * x_rows.row_stride, h, row_scratch);
-    const Acc<T> rstd = RowRstd<T>(row, h, static_cast<Acc<T>>(eps));
+    const Acc<T> rstd = RowRstd<T>(row, h, EpsIn<Acc<T>>(eps));
     if (weight != nullptr) {
       for (int64_t j = 0; j < h; ++j) y[j] = row[j] * rstd * w[j];
     } else {
@@ -81,7 +81,7 @@ void RmsNormRstdCPU(ffi::TensorView rstd, ffi::TensorView x, double eps) {
     std::vector<Acc<T>> scratch(static_cast<size_t>(x_rows.hidden));
     for (int64_t r = 0; r < x_rows.rows; ++r) {
       const Acc<T>* row = RowInComputeType(x_data + r * x_rows.row_stride, x_rows.hidden, scratch);
-      out[r] = RowRstd<T>(row, x_rows.hidden, static_cast<Acc<T>>(eps));
+      out[r] = RowRstd<T>(row, x_rows.hidden, EpsIn<Acc<T>>(eps));
     }
   });
 }

@@ -120,8 +120,8 @@ class Backend:
         fw = self.framework
         if fw == "numpy":
             return np.asarray(a).astype(np.float64)
-        if fw == "torch":
-            return a.detach().to("cpu", self.mod.float64).numpy()
+        if fw == "torch":  # .to() returns the tensor itself if it is already float64 on the CPU
+            return a.detach().to("cpu", self.mod.float64).numpy().copy()
         if self.is_jax:
             return np.asarray(a).astype(np.float64)
         if fw == "paddle":

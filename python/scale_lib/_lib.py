@@ -16,6 +16,16 @@ _DIST_NAME = "scale-lib"
 _TARGET_NAME = "scale_lib"  # CMake target: libscale_lib.so
 
 
+def _rebuild_if_editable() -> None:
+    # A scikit-build-core editable install rebuilds when a compiled Python module is imported.
+    # The library is loaded through tvm_ffi instead, so ask the package's loader directly (only
+    # an editable install's loader has rebuild()).
+    rebuild = getattr(getattr(sys.modules[__package__], "__spec__", None), "loader", None)
+    rebuild = getattr(rebuild, "rebuild", None)
+    if callable(rebuild):
+        rebuild()
+
+
 def _load() -> tvm_ffi.Module:
     # The wheel's RECORD finds normal installs. The package's own search path covers the rest:
     # a scikit-build-core editable install adds its build output directory to it, and a source
@@ -24,6 +34,7 @@ def _load() -> tvm_ffi.Module:
     return tvm_ffi.libinfo.load_lib_module(_DIST_NAME, _TARGET_NAME, extra_lib_paths=package_dirs)
 
 
+_rebuild_if_editable()
 LIB: tvm_ffi.Module = _load()
 
 BUILD_INFO: dict[str, Any] = dict(LIB.build_info())
