@@ -92,17 +92,22 @@ def sanitize(session: nox.Session) -> None:
         **CPU_ONLY,
         "SKBUILD_BUILD_DIR": "build/sanitize",
         "SKBUILD_CMAKE_BUILD_TYPE": "RelWithDebInfo",
-        "CMAKE_ARGS": f"-DCMAKE_CXX_FLAGS='{flags}' -DCMAKE_SHARED_LINKER_FLAGS='-fsanitize=address,undefined'",
+        "CMAKE_ARGS": (
+            f"-DCMAKE_CXX_FLAGS='{flags}' -DCMAKE_SHARED_LINKER_FLAGS='-fsanitize=address,undefined'"
+        ),
     }
     session.install(".[test]", env=env)
     # libstdc++ right after libasan: the interpreter does not link it, and ASan's __cxa_throw
     # interceptor must find the real one when it starts (else the first C++ exception aborts).
     preload = " ".join(
-        subprocess.run(["gcc", f"-print-file-name={lib}"], capture_output=True, text=True, check=True).stdout.strip()
+        subprocess.run(
+            ["gcc", f"-print-file-name={lib}"], capture_output=True, text=True, check=True
+        ).stdout.strip()
         for lib in ("libasan.so", "libstdc++.so")
     )
     session.run(
-        "pytest", *(session.posargs or ["-x", "-q"]),
+        "pytest",
+        *(session.posargs or ["-x", "-q"]),
         env={
             "LD_PRELOAD": preload,
             "ASAN_OPTIONS": "detect_leaks=0:abort_on_error=1",
@@ -123,7 +128,9 @@ def docs(session: nox.Session) -> None:
     """Build the Sphinx site with warnings as errors (the API reference imports scale_lib)."""
     session.install(".[docs]", env=CPU_ONLY)
     shutil.rmtree(ROOT / "docs" / "_build", ignore_errors=True)
-    session.run("sphinx-build", "-W", "--keep-going", "-b", "html", "docs", "docs/_build/html", *session.posargs)
+    session.run(
+        "sphinx-build", "-W", "--keep-going", "-b", "html", "docs", "docs/_build/html", *session.posargs
+    )
 
 
 @nox.session(python=PYTHON)
@@ -155,5 +162,7 @@ def template(session: nox.Session) -> None:
     with session.chdir(dest):
         session.run("python", "tools/new_op.py", "shift")
         session.install(".[test]", env={"MY_KERNELS_CUDA": "OFF"})
-        session.run("python", "-c", "import my_kernels, numpy as np; print(my_kernels.shift(np.ones(3), 2.0))")
+        session.run(
+            "python", "-c", "import my_kernels, numpy as np; print(my_kernels.shift(np.ones(3), 2.0))"
+        )
         session.run("pytest", "-q", "-x", *session.posargs)

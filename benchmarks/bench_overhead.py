@@ -18,8 +18,9 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -42,10 +43,19 @@ def build_nanobind(build_dir: Path) -> Any:
     ).stdout.strip()
     generator = ["-G", "Ninja"] if shutil.which("ninja") else []
     subprocess.run(
-        ["cmake", "-S", str(HERE / "nanobind_baseline"), "-B", str(build_dir), *generator,
-         f"-Dtvm_ffi_ROOT={cmakedir}", f"-Dnanobind_ROOT={nanobind.cmake_dir()}",
-         f"-DPython_EXECUTABLE={sys.executable}"],
-        check=True, capture_output=True,
+        [
+            "cmake",
+            "-S",
+            str(HERE / "nanobind_baseline"),
+            "-B",
+            str(build_dir),
+            *generator,
+            f"-Dtvm_ffi_ROOT={cmakedir}",
+            f"-Dnanobind_ROOT={nanobind.cmake_dir()}",
+            f"-DPython_EXECUTABLE={sys.executable}",
+        ],
+        check=True,
+        capture_output=True,
     )
     subprocess.run(["cmake", "--build", str(build_dir)], check=True, capture_output=True)
     sys.path.insert(0, str(build_dir))
@@ -54,7 +64,9 @@ def build_nanobind(build_dir: Path) -> Any:
     return scale_nb
 
 
-def per_call_us(fn: Callable[[], Any], number: int, repeats: int, sync: Callable[[], Any] | None = None) -> float:
+def per_call_us(
+    fn: Callable[[], Any], number: int, repeats: int, sync: Callable[[], Any] | None = None
+) -> float:
     for _ in range(number // 10 + 10):
         fn()
     if sync:
@@ -132,7 +144,11 @@ def main() -> None:
         print(f"{r['group']:12s}{cells}{t['scale_lib.scale'] - t['tvm_ffi raw']:16.3f}")
     args.out_dir.mkdir(parents=True, exist_ok=True)
     path = args.out_dir / "overhead.json"
-    path.write_text(json.dumps({"environment": common.environment(), "n": N_ELEMENTS, "rows": rows}, indent=1, default=str))
+    path.write_text(
+        json.dumps(
+            {"environment": common.environment(), "n": N_ELEMENTS, "rows": rows}, indent=1, default=str
+        )
+    )
     print(f"\nwrote {path}")
 
 

@@ -14,44 +14,53 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import common  # noqa: E402
+import common
 
-import scale_lib  # noqa: E402
+import scale_lib
 
 EPS = 1e-6
 GPU_SHAPES = [(65536, 128), (16384, 1024), (8192, 4096), (32768, 8192), (4096, 16384)]
 CPU_SHAPES = [(4096, 128), (1024, 1024), (256, 4096)]
 
 
-def bench_gpu(shapes, dtypes, repeats) -> list[common.Result]:
+def _gpu_case(rows: int, hidden: int, dtype_name: str, repeats: int) -> list[common.Result]:
+    """One shape and dtype; the buffers are freed when it returns."""
     import torch
     import torch.nn.functional as F
 
-    results = []
-    for dtype_name in dtypes:
-        dtype = getattr(torch, dtype_name)
-        for rows, hidden in shapes:
-            numel = rows * hidden
-            bytes_moved = 2 * numel * torch.empty((), dtype=dtype).element_size()
-            sets = [
-                (torch.randn(rows, hidden, device="cuda").to(dtype), torch.empty(rows, hidden, device="cuda", dtype=dtype))
-                for _ in range(common.rotation(bytes_moved))
-            ]
-            weight = torch.randn(hidden, device="cuda").to(dtype)
+    dtype = getattr(torch, dtype_name)
+    bytes_moved = 2 * rows * hidden * torch.empty((), dtype=dtype).element_size()
+    sets = [
+        (
+            torch.randn(rows, hidden, device="cuda").to(dtype),
+            torch.empty(rows, hidden, device="cuda", dtype=dtype),
+        )
+        for _ in range(common.rotation(bytes_moved))
+    ]
+    weight = torch.randn(hidden, device="cuda").to(dtype)
 
-            def pick(i):
-                return sets[i % len(sets)]
+    def pick(i: int):
+        return sets[i % len(sets)]
 
-            impls = {
-                "copy": lambda i: pick(i)[1].copy_(pick(i)[0]),
-                "F.rms_norm": lambda i: F.rms_norm(pick(i)[0], (hidden,), weight, EPS),
-                "scale_lib": lambda i: scale_lib.rms_norm(pick(i)[0], weight, EPS, out=pick(i)[1]),
-            }
-            for impl, fn in impls.items():
-                us = common.time_cuda(fn, repeats)
-                results.append(common.Result("rms_norm", impl, "cuda", dtype_name, f"{rows}x{hidden}", us, bytes_moved))
-            del sets
-    return results
+    impls = {
+        "copy": lambda i: pick(i)[1].copy_(pick(i)[0]),
+        "F.rms_norm": lambda i: F.rms_norm(pick(i)[0], (hidden,), weight, EPS),
+        "scale_lib": lambda i: scale_lib.rms_norm(pick(i)[0], weight, EPS, out=pick(i)[1]),
+    }
+    size = f"{rows}x{hidden}"
+    return [
+        common.Result("rms_norm", impl, "cuda", dtype_name, size, common.time_cuda(fn, repeats), bytes_moved)
+        for impl, fn in impls.items()
+    ]
+
+
+def bench_gpu(shapes, dtypes, repeats) -> list[common.Result]:
+    return [
+        r
+        for dtype_name in dtypes
+        for rows, hidden in shapes
+        for r in _gpu_case(rows, hidden, dtype_name, repeats)
+    ]
 
 
 def numpy_rms_norm(x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
@@ -78,14 +87,21 @@ def bench_cpu(shapes, dtypes, repeats) -> list[common.Result]:
             }
             for impl, fn in impls.items():
                 us = common.time_host(fn, repeats)
-                results.append(common.Result("rms_norm", impl, "cpu", dtype_name, f"{rows}x{hidden}", us, bytes_moved))
+                results.append(
+                    common.Result("rms_norm", impl, "cpu", dtype_name, f"{rows}x{hidden}", us, bytes_moved)
+                )
     return results
 
 
 def main() -> None:
     args = common.parse_args(__doc__)
     results: list[common.Result] = []
-    if args.device in ("cuda", "all") and not args.quick and common.cuda_available() and scale_lib.cuda_available():
+    if (
+        args.device in ("cuda", "all")
+        and not args.quick
+        and common.cuda_available()
+        and scale_lib.cuda_available()
+    ):
         results += bench_gpu(GPU_SHAPES, ["float16", "bfloat16"], args.repeats or 50)
     if args.device in ("cpu", "all"):
         shapes = [(64, 128)] if args.quick else CPU_SHAPES

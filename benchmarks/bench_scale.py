@@ -14,36 +14,41 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import common  # noqa: E402
+import common
 
-import scale_lib  # noqa: E402
+import scale_lib
 
 FACTOR = 1.7
 
 
-def bench_gpu(sizes, dtypes, repeats) -> list[common.Result]:
+def _gpu_case(n: int, dtype_name: str, repeats: int) -> list[common.Result]:
+    """One size and dtype; the buffers are freed when it returns."""
     import torch
 
-    results = []
-    for dtype_name in dtypes:
-        dtype = getattr(torch, dtype_name)
-        for n in sizes:
-            itemsize = torch.empty((), dtype=dtype).element_size()
-            bytes_moved = 2 * n * itemsize
-            sets = [
-                (torch.randn(n, device="cuda").to(dtype), torch.empty(n, device="cuda", dtype=dtype))
-                for _ in range(common.rotation(bytes_moved))
-            ]
-            impls = {
-                "copy": lambda i: sets[i % len(sets)][1].copy_(sets[i % len(sets)][0]),
-                "torch.mul(out=)": lambda i: torch.mul(sets[i % len(sets)][0], FACTOR, out=sets[i % len(sets)][1]),
-                "scale_lib": lambda i: scale_lib.scale(sets[i % len(sets)][0], FACTOR, out=sets[i % len(sets)][1]),
-            }
-            for impl, fn in impls.items():
-                us = common.time_cuda(fn, repeats)
-                results.append(common.Result("scale", impl, "cuda", dtype_name, common.size_label(n), us, bytes_moved))
-            del sets
-    return results
+    dtype = getattr(torch, dtype_name)
+    bytes_moved = 2 * n * torch.empty((), dtype=dtype).element_size()
+    sets = [
+        (torch.randn(n, device="cuda").to(dtype), torch.empty(n, device="cuda", dtype=dtype))
+        for _ in range(common.rotation(bytes_moved))
+    ]
+
+    def pick(i: int):
+        return sets[i % len(sets)]
+
+    impls = {
+        "copy": lambda i: pick(i)[1].copy_(pick(i)[0]),
+        "torch.mul(out=)": lambda i: torch.mul(pick(i)[0], FACTOR, out=pick(i)[1]),
+        "scale_lib": lambda i: scale_lib.scale(pick(i)[0], FACTOR, out=pick(i)[1]),
+    }
+    size = common.size_label(n)
+    return [
+        common.Result("scale", impl, "cuda", dtype_name, size, common.time_cuda(fn, repeats), bytes_moved)
+        for impl, fn in impls.items()
+    ]
+
+
+def bench_gpu(sizes, dtypes, repeats) -> list[common.Result]:
+    return [r for dtype_name in dtypes for n in sizes for r in _gpu_case(n, dtype_name, repeats)]
 
 
 def bench_jax_gpu(sizes, dtypes, repeats) -> list[common.Result]:
@@ -84,7 +89,11 @@ def bench_jax_gpu(sizes, dtypes, repeats) -> list[common.Result]:
                 t1 = common.time_host(lambda i: short(x), repeats, sync=lambda r: r.block_until_ready())
                 t33 = common.time_host(lambda i: long_(x), repeats, sync=lambda r: r.block_until_ready())
                 us = max(t33 - t1, 1e-3) / 32
-                results.append(common.Result("scale-jax", impl, "cuda", dtype_name, common.size_label(n), us, bytes_moved))
+                results.append(
+                    common.Result(
+                        "scale-jax", impl, "cuda", dtype_name, common.size_label(n), us, bytes_moved
+                    )
+                )
     return results
 
 
@@ -95,22 +104,36 @@ def bench_cpu(sizes, dtypes, repeats) -> list[common.Result]:
         for n in sizes:
             dtype = np.dtype(dtype_name)
             bytes_moved = 2 * n * dtype.itemsize
-            sets = [(rng.standard_normal(n).astype(dtype), np.empty(n, dtype)) for _ in range(common.rotation(bytes_moved, budget=256 << 20, cache_bytes=32 << 20))]
+            sets = [
+                (rng.standard_normal(n).astype(dtype), np.empty(n, dtype))
+                for _ in range(common.rotation(bytes_moved, budget=256 << 20, cache_bytes=32 << 20))
+            ]
             impls = {
                 "copy": lambda i: np.copyto(sets[i % len(sets)][1], sets[i % len(sets)][0]),
-                "numpy.multiply(out=)": lambda i: np.multiply(sets[i % len(sets)][0], dtype.type(FACTOR), out=sets[i % len(sets)][1]),
-                "scale_lib": lambda i: scale_lib.scale(sets[i % len(sets)][0], FACTOR, out=sets[i % len(sets)][1]),
+                "numpy.multiply(out=)": lambda i: np.multiply(
+                    sets[i % len(sets)][0], dtype.type(FACTOR), out=sets[i % len(sets)][1]
+                ),
+                "scale_lib": lambda i: scale_lib.scale(
+                    sets[i % len(sets)][0], FACTOR, out=sets[i % len(sets)][1]
+                ),
             }
             for impl, fn in impls.items():
                 us = common.time_host(fn, repeats)
-                results.append(common.Result("scale", impl, "cpu", dtype_name, common.size_label(n), us, bytes_moved))
+                results.append(
+                    common.Result("scale", impl, "cpu", dtype_name, common.size_label(n), us, bytes_moved)
+                )
     return results
 
 
 def main() -> None:
     args = common.parse_args(__doc__)
     results: list[common.Result] = []
-    run_gpu = args.device in ("cuda", "all") and not args.quick and common.cuda_available() and scale_lib.cuda_available()
+    run_gpu = (
+        args.device in ("cuda", "all")
+        and not args.quick
+        and common.cuda_available()
+        and scale_lib.cuda_available()
+    )
     if run_gpu:
         sizes = [1 << e for e in range(12, 29, 2)]
         dtypes = ["float32", "float16", "bfloat16"]

@@ -13,10 +13,10 @@ import os
 import platform
 import statistics
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
-
+from typing import Any
 
 # JAX would take 75% of GPU memory at start; the benchmarks share the GPU with torch.
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
@@ -75,10 +75,12 @@ def time_cuda(fn: Callable[[int], Any], repeats: int, warmup: int = 10, flush_l2
         fn(i)
         ends[i].record()
     torch.cuda.synchronize()
-    return statistics.median(s.elapsed_time(e) * 1e3 for s, e in zip(starts, ends))
+    return statistics.median(s.elapsed_time(e) * 1e3 for s, e in zip(starts, ends, strict=True))
 
 
-def time_host(fn: Callable[[int], Any], repeats: int, warmup: int = 3, sync: Callable[[Any], Any] | None = None) -> float:
+def time_host(
+    fn: Callable[[int], Any], repeats: int, warmup: int = 3, sync: Callable[[Any], Any] | None = None
+) -> float:
     """Median microseconds of ``fn(i)`` by wall clock; ``sync(result)`` waits for async work."""
     for i in range(warmup):
         r = fn(i)
@@ -94,7 +96,9 @@ def time_host(fn: Callable[[int], Any], repeats: int, warmup: int = 3, sync: Cal
     return statistics.median(samples)
 
 
-def rotation(total_bytes_per_set: int, budget: int = 512 * 1024 * 1024, cache_bytes: int = 64 * 1024 * 1024) -> int:
+def rotation(
+    total_bytes_per_set: int, budget: int = 512 * 1024 * 1024, cache_bytes: int = 64 * 1024 * 1024
+) -> int:
     """How many input/output sets to rotate so that they do not fit the cache, within budget."""
     if total_bytes_per_set <= 0:
         return 1
@@ -153,7 +157,11 @@ def environment() -> dict[str, Any]:
 def save(results: Sequence[Result], out_dir: Path, name: str) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{name}.json"
-    path.write_text(json.dumps({"environment": environment(), "results": [asdict(r) for r in results]}, indent=1, default=str))
+    path.write_text(
+        json.dumps(
+            {"environment": environment(), "results": [asdict(r) for r in results]}, indent=1, default=str
+        )
+    )
     print(f"\nwrote {path}")
     return path
 
@@ -170,7 +178,7 @@ def plot(results: Sequence[Result], out_dir: Path, name: str, roofline: str = "c
         return None
     panels = list(dict.fromkeys((r.device, r.dtype) for r in results))
     fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4), squeeze=False)
-    for ax, (device, dtype) in zip(axes[0], panels):
+    for ax, (device, dtype) in zip(axes[0], panels, strict=True):
         rows = [r for r in results if (r.device, r.dtype) == (device, dtype)]
         sizes = list(dict.fromkeys(r.size for r in rows))
         for impl in dict.fromkeys(r.impl for r in rows):

@@ -9,7 +9,6 @@ page shows exactly what was measured.
 from __future__ import annotations
 
 import json
-import statistics
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -33,8 +32,16 @@ def _mark(ok: bool) -> str:
 
 def scale_section(data: dict) -> list[str]:
     rows = [r for r in data.get("results", []) if r["bench"] == "scale"]
-    out = ["### `scale`, CUDA", "", "GB/s counting bytes read + written; median of 100 runs, L2 flushed before each.", ""]
-    out += ["| dtype | n | copy | `torch.mul(out=)` | scale_lib | scale_lib / copy | scale_lib / torch |", "|---|---|---|---|---|---|---|"]
+    out = [
+        "### `scale`, CUDA",
+        "",
+        "GB/s counting bytes read + written; median of 100 runs, L2 flushed before each.",
+        "",
+    ]
+    out += [
+        "| dtype | n | copy | `torch.mul(out=)` | scale_lib | scale_lib / copy | scale_lib / torch |",
+        "|---|---|---|---|---|---|---|",
+    ]
     roofline_ok, torch_ok = [], []
     for (device, dtype, size), impl in _by(rows, "device", "dtype", "size").items():
         if device != "cuda":
@@ -44,15 +51,35 @@ def scale_section(data: dict) -> list[str]:
         if exp >= 24:
             roofline_ok.append(ours / copy >= 0.97)
         torch_ok.append(ours / torch >= 0.99)  # within timing noise (1%)
-        out.append(f"| {dtype} | {size} | {copy:.0f} | {torch:.0f} | {ours:.0f} | {ours / copy:.1%} | {ours / torch:.1%} |")
+        out.append(
+            _row(
+                dtype,
+                size,
+                f"{copy:.0f}",
+                f"{torch:.0f}",
+                f"{ours:.0f}",
+                f"{ours / copy:.1%}",
+                f"{ours / torch:.1%}",
+            )
+        )
     if roofline_ok:
-        out += ["", f"- Target ≥ 97% of copy bandwidth at n ≥ 2^24: {_mark(all(roofline_ok))}.",
-                f"- Target at least as fast as `torch.mul(out=)` at every size (within 1% timing noise): {_mark(all(torch_ok))} "
-                f"({sum(torch_ok)} of {len(torch_ok)} cases)."]
+        out += [
+            "",
+            f"- Target ≥ 97% of copy bandwidth at n ≥ 2^24: {_mark(all(roofline_ok))}.",
+            "- Target at least as fast as `torch.mul(out=)` at every size (within 1% timing noise): "
+            f"{_mark(all(torch_ok))} ({sum(torch_ok)} of {len(torch_ok)} cases).",
+        ]
     jax_rows = [r for r in data.get("results", []) if r["bench"] == "scale-jax"]
     if jax_rows:
-        out += ["", "### `scale` under `jax.jit`, GPU", "", "Microseconds per application, dispatch cancelled (see `bench_scale.py`).", "",
-                "| dtype | n | `jnp` `x * f` | scale_lib | scale_lib / jnp time |", "|---|---|---|---|---|"]
+        out += [
+            "",
+            "### `scale` under `jax.jit`, GPU",
+            "",
+            "Microseconds per application, dispatch cancelled (see `bench_scale.py`).",
+            "",
+            "| dtype | n | `jnp` `x * f` | scale_lib | scale_lib / jnp time |",
+            "|---|---|---|---|---|",
+        ]
         ok = []
         for (_, dtype, size), impl in _by(jax_rows, "device", "dtype", "size").items():
             theirs, ours = impl["jnp x*f (jit)"]["median_us"], impl["scale_lib (jax.jit)"]["median_us"]
@@ -62,22 +89,38 @@ def scale_section(data: dict) -> list[str]:
         out += ["", f"- Target within 5% of jitted `x * f` at n ≥ 2^24: {_mark(all(ok))}."]
     cpu = {k: v for k, v in _by(rows, "device", "dtype", "size").items() if k[0] == "cpu"}
     if cpu:
-        out += ["", "### `scale`, CPU", "", "| dtype | n | NumPy GB/s | scale_lib GB/s | scale_lib / NumPy |", "|---|---|---|---|---|"]
+        out += [
+            "",
+            "### `scale`, CPU",
+            "",
+            "| dtype | n | NumPy GB/s | scale_lib GB/s | scale_lib / NumPy |",
+            "|---|---|---|---|---|",
+        ]
         ok = []
         for (_, dtype, size), impl in cpu.items():
             theirs, ours = impl["numpy.multiply(out=)"]["gbps"], impl["scale_lib"]["gbps"]
             if "^" in size and int(size.split("^")[1]) >= 20:
                 ok.append(ours >= theirs)
             out.append(f"| {dtype} | {size} | {theirs:.1f} | {ours:.1f} | {ours / theirs:.2f}x |")
-        out += ["", f"- Target at least NumPy's throughput at n ≥ 2^20: {_mark(all(ok))} ({sum(ok)} of {len(ok)} cases)."]
+        out += [
+            "",
+            f"- Target at least NumPy's throughput at n ≥ 2^20: {_mark(all(ok))} "
+            f"({sum(ok)} of {len(ok)} cases).",
+        ]
     return out
 
 
 def rms_norm_section(data: dict) -> list[str]:
     rows = data.get("results", [])
     table = _by(rows, "device", "dtype", "size")
-    out = ["### `rms_norm`, CUDA", "", "GB/s counting `x` read once and `out` written once; median of 50 runs, L2 flushed.", "",
-           "| dtype | shape | copy | `F.rms_norm` | scale_lib | scale_lib / copy | speed-up over `F.rms_norm` |", "|---|---|---|---|---|---|---|"]
+    out = [
+        "### `rms_norm`, CUDA",
+        "",
+        "GB/s counting `x` read once and `out` written once; median of 50 runs, L2 flushed.",
+        "",
+        "| dtype | shape | copy | `F.rms_norm` | scale_lib | scale_lib / copy | speed-up over `F.rms_norm` |",
+        "|---|---|---|---|---|---|---|",
+    ]
     roofline_ok, faster = [], []
     for (device, dtype, size), impl in table.items():
         if device != "cuda":
@@ -86,12 +129,31 @@ def rms_norm_section(data: dict) -> list[str]:
         if size in ("8192x4096", "32768x8192"):
             roofline_ok.append(ours / copy >= 0.90)
         faster.append(ours > theirs)
-        out.append(f"| {dtype} | {size} | {copy:.0f} | {theirs:.0f} | {ours:.0f} | {ours / copy:.1%} | {ours / theirs:.2f}x |")
-    out += ["", f"- Target ≥ 90% of copy at (8192, 4096) and (32768, 8192): {_mark(all(roofline_ok))}.",
-            f"- Target faster than `F.rms_norm` at every shape: {_mark(all(faster))}."]
+        out.append(
+            _row(
+                dtype,
+                size,
+                f"{copy:.0f}",
+                f"{theirs:.0f}",
+                f"{ours:.0f}",
+                f"{ours / copy:.1%}",
+                f"{ours / theirs:.2f}x",
+            )
+        )
+    out += [
+        "",
+        f"- Target ≥ 90% of copy at (8192, 4096) and (32768, 8192): {_mark(all(roofline_ok))}.",
+        f"- Target faster than `F.rms_norm` at every shape: {_mark(all(faster))}.",
+    ]
     cpu = {k: v for k, v in table.items() if k[0] == "cpu"}
     if cpu:
-        out += ["", "### `rms_norm`, CPU", "", "| dtype | shape | NumPy GB/s | scale_lib GB/s | speed-up |", "|---|---|---|---|---|"]
+        out += [
+            "",
+            "### `rms_norm`, CPU",
+            "",
+            "| dtype | shape | NumPy GB/s | scale_lib GB/s | speed-up |",
+            "|---|---|---|---|---|",
+        ]
         ok = []
         for (_, dtype, size), impl in cpu.items():
             theirs, ours = impl["numpy"]["gbps"], impl["scale_lib"]["gbps"]
@@ -106,19 +168,46 @@ def overhead_section(data: dict) -> list[str]:
     if not rows:
         return []
     impls = list(dict.fromkeys(i for r in rows for i in r["us_per_call"]))
-    out = [f"### Host overhead ({data.get('n', 16)}-element float32 arrays)", "", "Microseconds per call, median.", "",
-           "| arrays | " + " | ".join(f"`{i}`" for i in impls) + " | public API - raw |", "|---" * (len(impls) + 2) + "|"]
+    out = [
+        f"### Host overhead ({data.get('n', 16)}-element float32 arrays)",
+        "",
+        "Microseconds per call, median.",
+        "",
+        "| arrays | " + " | ".join(f"`{i}`" for i in impls) + " | public API - raw |",
+        "|---" * (len(impls) + 2) + "|",
+    ]
     for r in rows:
         t = r["us_per_call"]
         cells = " | ".join(f"{t[i]:.2f}" if i in t else "-" for i in impls)
         out.append(f"| {r['group']} | {cells} | {t['scale_lib.scale'] - t['tvm_ffi raw']:.2f} |")
-    public = all(r["us_per_call"]["scale_lib.scale"] - r["us_per_call"]["tvm_ffi raw"] <= 1.0 for r in rows if r["group"] != "torch cuda")
-    vs_torch = all(r["us_per_call"]["tvm_ffi raw"] < r["us_per_call"]["torch.mul(out=)"] for r in rows if "torch.mul(out=)" in r["us_per_call"])
-    vs_nb = {r["group"]: r["us_per_call"]["tvm_ffi raw"] < r["us_per_call"]["nanobind"] for r in rows if "nanobind" in r["us_per_call"]}
-    out += ["", f"- Target public API ≤ 1 µs over the raw call (CPU arrays): {_mark(public)}.",
-            f"- Target raw TVM-FFI call cheaper than `torch.mul(out=)`: {_mark(vs_torch)}.",
-            "- Target raw TVM-FFI call cheaper than nanobind: " + ", ".join(f"{g}: {_mark(ok)}" for g, ok in vs_nb.items()) + "."]
+    public = all(
+        r["us_per_call"]["scale_lib.scale"] - r["us_per_call"]["tvm_ffi raw"] <= 1.0
+        for r in rows
+        if r["group"] != "torch cuda"
+    )
+    vs_torch = all(
+        r["us_per_call"]["tvm_ffi raw"] < r["us_per_call"]["torch.mul(out=)"]
+        for r in rows
+        if "torch.mul(out=)" in r["us_per_call"]
+    )
+    vs_nb = {
+        r["group"]: r["us_per_call"]["tvm_ffi raw"] < r["us_per_call"]["nanobind"]
+        for r in rows
+        if "nanobind" in r["us_per_call"]
+    }
+    out += [
+        "",
+        f"- Target public API ≤ 1 µs over the raw call (CPU arrays): {_mark(public)}.",
+        f"- Target raw TVM-FFI call cheaper than `torch.mul(out=)`: {_mark(vs_torch)}.",
+        "- Target raw TVM-FFI call cheaper than nanobind: "
+        + ", ".join(f"{g}: {_mark(ok)}" for g, ok in vs_nb.items())
+        + ".",
+    ]
     return out
+
+
+def _row(*cells: object) -> str:
+    return "| " + " | ".join(str(c) for c in cells) + " |"
 
 
 def environment(folder: Path) -> list[str]:
@@ -126,17 +215,26 @@ def environment(folder: Path) -> list[str]:
         env = _load(folder, name).get("environment")
         if env:
             lib = env.get("scale_lib", {})
-            return [f"Measured on {env.get('gpu', 'the CPU')} ({env.get('sms', '?')} SMs), Python {env.get('python')}, "
-                    f"PyTorch {env.get('torch')}, scale_lib {lib.get('version')} (CUDA {lib.get('cuda_version', '-')})."]
+            where = f"{env.get('gpu', 'the CPU')} ({env.get('sms', '?')} SMs)"
+            versions = (
+                f"Python {env.get('python')}, PyTorch {env.get('torch')}, "
+                f"scale_lib {lib.get('version')} (CUDA {lib.get('cuda_version', '-')})"
+            )
+            return [f"Measured on {where}, {versions}."]
     return []
 
 
 def main(folder: str) -> int:
     path = Path(folder)
-    lines = environment(path) + [""]
-    lines += scale_section(_load(path, "scale")) + [""]
-    lines += rms_norm_section(_load(path, "rms_norm")) + [""]
-    lines += overhead_section(_load(path, "overhead"))
+    lines = [
+        *environment(path),
+        "",
+        *scale_section(_load(path, "scale")),
+        "",
+        *rms_norm_section(_load(path, "rms_norm")),
+        "",
+        *overhead_section(_load(path, "overhead")),
+    ]
     print("\n".join(lines))
     return 0
 

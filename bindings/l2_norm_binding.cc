@@ -5,7 +5,8 @@
 namespace scale_lib {
 
 void L2Norm(ffi::TensorView out, ffi::TensorView x) {
-  SCALE_LIB_ROUTE_BY_DEVICE(x, L2NormCPU(out, x), L2NormCUDA(out, x, ffi::Optional<ffi::TensorView>()));
+  SCALE_LIB_ROUTE_BY_DEVICE(x, L2NormCPU(out, x),
+                            L2NormCUDA(out, x, ffi::Optional<ffi::TensorView>()));
 }
 
 void L2NormWithWorkspace(ffi::TensorView out, ffi::TensorView workspace, ffi::TensorView x) {

@@ -58,7 +58,7 @@ struct bfloat16_t {
 
 // Every floating dtype an op may accept, as (DLPack dtype, C++ storage type, name).
 // Adding a dtype to every floating-point op is one line here.
-#define SCALE_LIB_FOR_EACH_FLOATING_DTYPE(X) \
+#define SCALE_LIB_FOR_EACH_FLOATING_DTYPE(X)                     \
   X(::scale_lib::kFloat16, ::scale_lib::float16_t, "float16")    \
   X(::scale_lib::kBFloat16, ::scale_lib::bfloat16_t, "bfloat16") \
   X(::scale_lib::kFloat32, float, "float32")                     \
@@ -215,51 +215,50 @@ inline bool PartiallyOverlaps(const ffi::TensorView& a, const ffi::TensorView& b
 // single statement in any position (if/else bodies included).
 // ---------------------------------------------------------------------------------------------
 // [check_macros.begin]
-#define CHECK_FLOATING(t)                                                                  \
-  do {                                                                                     \
-    if (!::scale_lib::IsFloatingDType((t).dtype())) {                                      \
-      TVM_FFI_THROW(TypeError) << #t " has unsupported dtype "                             \
-                               << ::scale_lib::DTypeString((t).dtype()) << "; expected one of " \
-                               << ::scale_lib::FloatingDTypeNames();                        \
-    }                                                                                      \
-  } while (0)
-
-#define CHECK_CONTIGUOUS(t)                                                                    \
-  do {                                                                                         \
-    if (!(t).IsContiguous()) {                                                                 \
-      TVM_FFI_THROW(ValueError) << #t " must be contiguous (row-major); got shape "            \
-                                << ::scale_lib::ShapeString(t) << " with element strides "     \
-                                << ::scale_lib::StridesString(t)                               \
-                                << ". Pass a contiguous copy";                                 \
-    }                                                                                          \
-  } while (0)
-
-#define CHECK_SAME_DTYPE(a, b)                                                                  \
+#define CHECK_FLOATING(t)                                                                       \
   do {                                                                                          \
-    if ((a).dtype() != (b).dtype()) {                                                           \
-      TVM_FFI_THROW(TypeError) << #a " and " #b " must have the same dtype; got "               \
-                               << ::scale_lib::DTypeString((a).dtype()) << " and "            \
-                               << ::scale_lib::DTypeString((b).dtype());                      \
+    if (!::scale_lib::IsFloatingDType((t).dtype())) {                                           \
+      TVM_FFI_THROW(TypeError) << #t " has unsupported dtype "                                  \
+                               << ::scale_lib::DTypeString((t).dtype()) << "; expected one of " \
+                               << ::scale_lib::FloatingDTypeNames();                            \
     }                                                                                           \
   } while (0)
 
-#define CHECK_SAME_SHAPE(a, b)                                                              \
-  do {                                                                                      \
-    if (!::scale_lib::SameShape((a), (b))) {                                                \
-      TVM_FFI_THROW(ValueError) << #a " and " #b " must have the same shape; got "          \
-                                << ::scale_lib::ShapeString(a) << " and "                   \
-                                << ::scale_lib::ShapeString(b);                             \
-    }                                                                                       \
+#define CHECK_CONTIGUOUS(t)                                                                     \
+  do {                                                                                          \
+    if (!(t).IsContiguous()) {                                                                  \
+      TVM_FFI_THROW(ValueError) << #t " must be contiguous (row-major); got shape "             \
+                                << ::scale_lib::ShapeString(t) << " with element strides "      \
+                                << ::scale_lib::StridesString(t) << ". Pass a contiguous copy"; \
+    }                                                                                           \
   } while (0)
 
-#define CHECK_SAME_DEVICE(a, b)                                                                  \
-  do {                                                                                           \
-    if ((a).device().device_type != (b).device().device_type ||                                  \
-        (a).device().device_id != (b).device().device_id) {                                      \
-      TVM_FFI_THROW(ValueError) << #a " and " #b " must be on the same device; got "             \
-                                << ::scale_lib::DeviceString((a).device()) << " and "            \
-                                << ::scale_lib::DeviceString((b).device());                      \
-    }                                                                                            \
+#define CHECK_SAME_DTYPE(a, b)                                                     \
+  do {                                                                             \
+    if ((a).dtype() != (b).dtype()) {                                              \
+      TVM_FFI_THROW(TypeError) << #a " and " #b " must have the same dtype; got "  \
+                               << ::scale_lib::DTypeString((a).dtype()) << " and " \
+                               << ::scale_lib::DTypeString((b).dtype());           \
+    }                                                                              \
+  } while (0)
+
+#define CHECK_SAME_SHAPE(a, b)                                                     \
+  do {                                                                             \
+    if (!::scale_lib::SameShape((a), (b))) {                                       \
+      TVM_FFI_THROW(ValueError) << #a " and " #b " must have the same shape; got " \
+                                << ::scale_lib::ShapeString(a) << " and "          \
+                                << ::scale_lib::ShapeString(b);                    \
+    }                                                                              \
+  } while (0)
+
+#define CHECK_SAME_DEVICE(a, b)                                                       \
+  do {                                                                                \
+    if ((a).device().device_type != (b).device().device_type ||                       \
+        (a).device().device_id != (b).device().device_id) {                           \
+      TVM_FFI_THROW(ValueError) << #a " and " #b " must be on the same device; got "  \
+                                << ::scale_lib::DeviceString((a).device()) << " and " \
+                                << ::scale_lib::DeviceString((b).device());           \
+    }                                                                                 \
   } while (0)
 
 // `a` is like `b`: the same dtype, shape and device (each checked with its own message).
@@ -270,29 +269,29 @@ inline bool PartiallyOverlaps(const ffi::TensorView& a, const ffi::TensorView& b
     CHECK_SAME_DEVICE(a, b); \
   } while (0)
 
-#define CHECK_DTYPE(t, expected)                                                             \
-  do {                                                                                       \
-    if ((t).dtype() != (expected)) {                                                         \
+#define CHECK_DTYPE(t, expected)                                                               \
+  do {                                                                                         \
+    if ((t).dtype() != (expected)) {                                                           \
       TVM_FFI_THROW(TypeError) << #t " must have dtype " << ::scale_lib::DTypeString(expected) \
-                               << "; got " << ::scale_lib::DTypeString((t).dtype());        \
+                               << "; got " << ::scale_lib::DTypeString((t).dtype());           \
+    }                                                                                          \
+  } while (0)
+
+#define CHECK_MIN_NDIM(t, n)                                                                 \
+  do {                                                                                       \
+    if ((t).ndim() < (n)) {                                                                  \
+      TVM_FFI_THROW(ValueError) << #t " must have at least " << (n) << " dimension(s); got " \
+                                << "shape " << ::scale_lib::ShapeString(t);                  \
     }                                                                                        \
   } while (0)
 
-#define CHECK_MIN_NDIM(t, n)                                                              \
-  do {                                                                                    \
-    if ((t).ndim() < (n)) {                                                               \
-      TVM_FFI_THROW(ValueError) << #t " must have at least " << (n) << " dimension(s); got " \
-                                << "shape " << ::scale_lib::ShapeString(t);              \
-    }                                                                                     \
-  } while (0)
-
-#define CHECK_NO_PARTIAL_OVERLAP(a, b)                                                          \
-  do {                                                                                          \
-    if (::scale_lib::PartiallyOverlaps((a), (b))) {                                             \
-      TVM_FFI_THROW(ValueError) << #a " and " #b " overlap in memory without being the same "   \
+#define CHECK_NO_PARTIAL_OVERLAP(a, b)                                                         \
+  do {                                                                                         \
+    if (::scale_lib::PartiallyOverlaps((a), (b))) {                                            \
+      TVM_FFI_THROW(ValueError) << #a " and " #b " overlap in memory without being the same "  \
                                 << "array; pass the same array for in-place use, or disjoint " \
-                                << "arrays";                                                    \
-    }                                                                                           \
+                                << "arrays";                                                   \
+    }                                                                                          \
   } while (0)
 // [check_macros.end]
 
@@ -302,7 +301,9 @@ inline bool PartiallyOverlaps(const ffi::TensorView& a, const ffi::TensorView& b
 // [alloc.begin]
 // Whether the calling framework published its allocator for this call: PyTorch and Paddle do,
 // and so does jax-tvm-ffi for targets registered with a workspace. NumPy and CuPy do not.
-inline bool HasFrameworkAllocator() { return TVMFFIEnvGetDLPackManagedTensorAllocator() != nullptr; }
+inline bool HasFrameworkAllocator() {
+  return TVMFFIEnvGetDLPackManagedTensorAllocator() != nullptr;
+}
 
 // A tensor from the calling framework's allocator (its caching allocator, memory accounting and
 // stream semantics apply); ValueError if the caller published none.
@@ -325,7 +326,8 @@ struct HostMallocAlloc {
 
 inline ffi::Tensor AllocHostResult(ffi::ShapeView shape, DLDataType dtype) {
   const DLDevice cpu{kDLCPU, 0};
-  if (HasFrameworkAllocator()) return ffi::Tensor::FromEnvAlloc(TVMFFIEnvTensorAlloc, shape, dtype, cpu);
+  if (HasFrameworkAllocator())
+    return ffi::Tensor::FromEnvAlloc(TVMFFIEnvTensorAlloc, shape, dtype, cpu);
   return ffi::Tensor::FromNDAlloc(HostMallocAlloc{}, shape, dtype, cpu);
 }
 // [alloc.end]
@@ -361,13 +363,13 @@ inline DLDeviceType CheckSupportedDevice(const ffi::TensorView& t, const char* a
 // Runs `cpu_call` or `cuda_call` by the device of tensor `t`. In a CPU-only build the CUDA call
 // is not compiled in, and a CUDA tensor raises a ValueError instead. For functions that return
 // a value, write the calls as `return F(...)`.
-#define SCALE_LIB_ROUTE_BY_DEVICE(t, cpu_call, cuda_call)                   \
-  do {                                                                      \
-    if (::scale_lib::CheckSupportedDevice((t), #t) == kDLCPU) {             \
-      cpu_call;                                                             \
-    } else {                                                                \
-      SCALE_LIB_CUDA_OR_THROW(cuda_call, #t);                               \
-    }                                                                       \
+#define SCALE_LIB_ROUTE_BY_DEVICE(t, cpu_call, cuda_call)       \
+  do {                                                          \
+    if (::scale_lib::CheckSupportedDevice((t), #t) == kDLCPU) { \
+      cpu_call;                                                 \
+    } else {                                                    \
+      SCALE_LIB_CUDA_OR_THROW(cuda_call, #t);                   \
+    }                                                           \
   } while (0)
 // [route.end]
 
@@ -399,7 +401,8 @@ struct CudaMallocAlloc {
 };
 
 inline ffi::Tensor AllocCudaResult(ffi::ShapeView shape, DLDataType dtype, DLDevice device) {
-  if (HasFrameworkAllocator()) return ffi::Tensor::FromEnvAlloc(TVMFFIEnvTensorAlloc, shape, dtype, device);
+  if (HasFrameworkAllocator())
+    return ffi::Tensor::FromEnvAlloc(TVMFFIEnvTensorAlloc, shape, dtype, device);
   return ffi::Tensor::FromNDAlloc(CudaMallocAlloc{}, shape, dtype, device);
 }
 #endif  // __CUDACC__

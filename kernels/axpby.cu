@@ -55,8 +55,8 @@ void AxpbyCUDA(ffi::TensorView out, ffi::TensorView x, ffi::TensorView y, double
     void* y_ptr = DataPtr<T>(y);
     Compute ac = static_cast<Compute>(a);
     Compute bc = static_cast<Compute>(b);
-    const bool packed = cuda::IsAligned(out_ptr, 16) && cuda::IsAligned(x_ptr, 16) &&
-                        cuda::IsAligned(y_ptr, 16);
+    const bool packed =
+        cuda::IsAligned(out_ptr, 16) && cuda::IsAligned(x_ptr, 16) && cuda::IsAligned(y_ptr, 16);
     const int64_t items = packed ? n / cuda::kPackWidth<T> : n;
     void* args[] = {&out_ptr, &x_ptr, &y_ptr, &ac, &bc, &n};
     const tvm::ffi::dim3 grid(cuda::GridSize(std::max<int64_t>(items, 1), kThreads));

@@ -20,7 +20,8 @@ void AxpbyCPU(ffi::TensorView out, ffi::TensorView x, ffi::TensorView y, double 
     const T* xs = DataPtr<const T>(x);
     const T* ys = DataPtr<const T>(y);
     cpu::ParallelFor(n, int64_t{1} << 18, 64, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) o[i] = Math::Store(ac * Math::Load(xs[i]) + bc * Math::Load(ys[i]));
+      for (int64_t i = begin; i < end; ++i)
+        o[i] = Math::Store(ac * Math::Load(xs[i]) + bc * Math::Load(ys[i]));
     });
   });
 }

@@ -99,18 +99,22 @@ struct FloatMath<bfloat16_t> {
 // at run time: the library itself is built for the baseline x86-64).
 // ---------------------------------------------------------------------------------------------
 #if defined(SCALE_LIB_X86)
-__attribute__((target("avx,f16c"))) inline void HalfToFloatF16C(const uint16_t* src, float* dst, int64_t n) {
+__attribute__((target("avx,f16c"))) inline void HalfToFloatF16C(const uint16_t* src, float* dst,
+                                                                int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
+    _mm256_storeu_ps(dst + i,
+                     _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
   }
   for (; i < n; ++i) dst[i] = HalfToFloat(src[i]);
 }
 
-__attribute__((target("avx,f16c"))) inline void FloatToHalfF16C(const float* src, uint16_t* dst, int64_t n) {
+__attribute__((target("avx,f16c"))) inline void FloatToHalfF16C(const float* src, uint16_t* dst,
+                                                                int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m128i h =
+        _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), h);
   }
   for (; i < n; ++i) dst[i] = FloatToHalf(src[i]);

@@ -78,7 +78,8 @@ ffi::Tensor FlatNonzeroCUDA(ffi::TensorView x) {
   cudaStream_t stream = GetCudaStream(device);
   if (n == 0) return AllocCudaResult(ffi::Shape({0}), kInt64, device);
 
-  const int64_t blocks = std::min<int64_t>(kMaxBlocks, (n + kMinItemsPerBlock - 1) / kMinItemsPerBlock);
+  const int64_t blocks =
+      std::min<int64_t>(kMaxBlocks, (n + kMinItemsPerBlock - 1) / kMinItemsPerBlock);
   const int64_t chunk = (n + blocks - 1) / blocks;
   // Scratch: per-block counts, their exclusive scan, and the total.
   ffi::Tensor scratch = AllocCudaResult(ffi::Shape({2 * blocks + 1}), kInt64, device);
@@ -92,10 +93,12 @@ ffi::Tensor FlatNonzeroCUDA(ffi::TensorView x) {
     const T* xs = DataPtr<const T>(x);
     CountNonzeroKernel<T><<<blocks, kThreads, 0, stream>>>(xs, n, chunk, counts);
     CHECK_CUDA_LAUNCH();
-    ScanCountsKernel<<<1, kMaxBlocks, 0, stream>>>(counts, static_cast<int>(blocks), offsets, total);
+    ScanCountsKernel<<<1, kMaxBlocks, 0, stream>>>(counts, static_cast<int>(blocks), offsets,
+                                                   total);
     CHECK_CUDA_LAUNCH();
     int64_t count = 0;
-    TVM_FFI_CHECK_CUDA_ERROR(cudaMemcpyAsync(&count, total, sizeof(count), cudaMemcpyDeviceToHost, stream));
+    TVM_FFI_CHECK_CUDA_ERROR(
+        cudaMemcpyAsync(&count, total, sizeof(count), cudaMemcpyDeviceToHost, stream));
     TVM_FFI_CHECK_CUDA_ERROR(cudaStreamSynchronize(stream));
     result = AllocCudaResult(ffi::Shape({count}), kInt64, device);
     if (count == 0) return;

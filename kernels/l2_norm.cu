@@ -21,7 +21,8 @@ __global__ void __launch_bounds__(kThreads)
   const T* group = x + static_cast<int64_t>(blockIdx.y) * per_group;
   double sum = 0;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * kThreads;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; i < per_group; i += stride) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; i < per_group;
+       i += stride) {
     const double v = static_cast<double>(cuda::FloatMath<T>::Load(group[i]));
     sum += v * v;
   }
@@ -35,9 +36,11 @@ __global__ void __launch_bounds__(kMaxBlocks)
   using BlockReduce = cub::BlockReduce<double, kMaxBlocks>;
   __shared__ typename BlockReduce::TempStorage storage;
   const double* group = partials + static_cast<int64_t>(blockIdx.x) * blocks_per_group;
-  const double sum = BlockReduce(storage).Sum(threadIdx.x < blocks_per_group ? group[threadIdx.x] : 0.0);
+  const double sum =
+      BlockReduce(storage).Sum(threadIdx.x < blocks_per_group ? group[threadIdx.x] : 0.0);
   using Compute = typename cuda::FloatMath<T>::Compute;
-  if (threadIdx.x == 0) out[blockIdx.x] = cuda::FloatMath<T>::Store(static_cast<Compute>(sqrt(sum)));
+  if (threadIdx.x == 0)
+    out[blockIdx.x] = cuda::FloatMath<T>::Store(static_cast<Compute>(sqrt(sum)));
 }
 
 }  // namespace
@@ -47,7 +50,8 @@ void L2NormCUDA(ffi::TensorView out, ffi::TensorView x, ffi::Optional<ffi::Tenso
   const int64_t groups = CheckL2NormArgs(out, x);
   if (workspace.has_value()) CheckWorkspace(workspace.value(), x, groups);
   if (groups == 0) return;
-  TVM_FFI_CHECK(groups <= 65535, ValueError) << "l2_norm supports at most 65535 norms at once; got " << groups;
+  TVM_FFI_CHECK(groups <= 65535, ValueError)
+      << "l2_norm supports at most 65535 norms at once; got " << groups;
   const int64_t per_group = x.numel() / groups;
   const int64_t blocks = L2NormBlocksPerGroup(per_group);
   CUDADeviceGuard guard(x.device().device_id);

@@ -24,7 +24,8 @@ inline constexpr int64_t kL2NormMaxBlocks = 1024;  // per group
 
 inline int64_t L2NormBlocksPerGroup(int64_t numel_per_group) {
   const int64_t per_block = kL2NormThreads * 8;
-  return std::max<int64_t>(1, std::min(kL2NormMaxBlocks, (numel_per_group + per_block - 1) / per_block));
+  return std::max<int64_t>(
+      1, std::min(kL2NormMaxBlocks, (numel_per_group + per_block - 1) / per_block));
 }
 
 inline int64_t L2NormWorkspaceBytes(int64_t numel, int64_t groups) {
@@ -58,9 +59,8 @@ inline void CheckWorkspace(const ffi::TensorView& workspace, const ffi::TensorVi
   CHECK_CONTIGUOUS(workspace);
   const int64_t needed = L2NormWorkspaceBytes(x.numel(), groups);
   const auto bytes = static_cast<int64_t>(ffi::GetDataSize(workspace.numel(), workspace.dtype()));
-  TVM_FFI_CHECK(bytes >= needed, ValueError)
-      << "workspace must hold at least " << needed << " bytes (l2_norm_workspace_bytes); got "
-      << bytes;
+  TVM_FFI_CHECK(bytes >= needed, ValueError) << "workspace must hold at least " << needed
+                                             << " bytes (l2_norm_workspace_bytes); got " << bytes;
   TVM_FFI_CHECK(reinterpret_cast<uintptr_t>(DataPtr<const char>(workspace)) % alignof(double) == 0,
                 ValueError)
       << "workspace must be 8-byte aligned";

@@ -125,9 +125,8 @@ __global__ void __launch_bounds__(kMaxBlockThreads)
     T* out_row = out + row * out_stride;
     auto reduce = [&](Acc<T> v) { return BlockSum(v, scratch); };
     if constexpr (kCacheRow) {
-      NormalizeCachedRow<T, kWidth, kBlockPacksPerThread>(out_row, x_row, weight, x_rows.hidden,
-                                                           eps, threadIdx.x, blockDim.x, true,
-                                                           reduce);
+      NormalizeCachedRow<T, kWidth, kBlockPacksPerThread>(
+          out_row, x_row, weight, x_rows.hidden, eps, threadIdx.x, blockDim.x, true, reduce);
     } else {
       Acc<T> sum_sq = 0;
       for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
@@ -168,10 +167,10 @@ void LaunchRmsNorm(T* out, const T* x, const T* weight, RowLayout x_rows, int64_
     const int group = std::min(32, std::max(4, NextPowerOfTwo((packs + 1) / 2)));
     const unsigned int grid = cuda::GridSize(x_rows.rows, kGroupKernelThreads / group);
     switch (group) {
-#define SCALE_LIB_GROUP_CASE(G)                                                                    \
-  case G:                                                                                          \
-    RmsNormGroupKernel<T, kWidth, G>                                                               \
-        <<<grid, kGroupKernelThreads, 0, stream>>>(out, x, weight, x_rows, out_stride, e);         \
+#define SCALE_LIB_GROUP_CASE(G)                                                            \
+  case G:                                                                                  \
+    RmsNormGroupKernel<T, kWidth, G>                                                       \
+        <<<grid, kGroupKernelThreads, 0, stream>>>(out, x, weight, x_rows, out_stride, e); \
     break;
       SCALE_LIB_GROUP_CASE(4)
       SCALE_LIB_GROUP_CASE(8)
@@ -184,14 +183,15 @@ void LaunchRmsNorm(T* out, const T* x, const T* weight, RowLayout x_rows, int64_
     return;
   }
   // About four packs per thread, within 64..kMaxBlockThreads threads.
-  const int64_t threads = std::min<int64_t>(kMaxBlockThreads, std::max<int64_t>(64, ((packs + 3) / 4 + 31) / 32 * 32));
+  const int64_t threads =
+      std::min<int64_t>(kMaxBlockThreads, std::max<int64_t>(64, ((packs + 3) / 4 + 31) / 32 * 32));
   const unsigned int grid = static_cast<unsigned int>(std::min<int64_t>(x_rows.rows, 0x7fffffff));
   if (packs <= threads * kBlockPacksPerThread) {
-    RmsNormBlockKernel<T, kWidth, true>
-        <<<grid, static_cast<unsigned int>(threads), 0, stream>>>(out, x, weight, x_rows, out_stride, e);
+    RmsNormBlockKernel<T, kWidth, true><<<grid, static_cast<unsigned int>(threads), 0, stream>>>(
+        out, x, weight, x_rows, out_stride, e);
   } else {
-    RmsNormBlockKernel<T, kWidth, false>
-        <<<grid, static_cast<unsigned int>(threads), 0, stream>>>(out, x, weight, x_rows, out_stride, e);
+    RmsNormBlockKernel<T, kWidth, false><<<grid, static_cast<unsigned int>(threads), 0, stream>>>(
+        out, x, weight, x_rows, out_stride, e);
   }
 }
 
@@ -221,8 +221,8 @@ __global__ void __launch_bounds__(kBackwardThreads)
 // grad_x = rstd * w * g - rstd^3 / hidden * dot(w * g, x) * x
 template <typename T>
 __global__ void __launch_bounds__(kBackwardThreads)
-    RmsNormBackwardKernel(T* grad_x, const T* grad, const T* x, const T* weight,
-                          const double* rstd, RowLayout x_rows) {
+    RmsNormBackwardKernel(T* grad_x, const T* grad, const T* x, const T* weight, const double* rstd,
+                          RowLayout x_rows) {
   using Math = cuda::FloatMath<T>;
   __shared__ Acc<T> scratch[32];
   const int64_t hidden = x_rows.hidden;
@@ -299,7 +299,8 @@ void RmsNormCUDA(ffi::TensorView out, ffi::TensorView x, ffi::Optional<ffi::Tens
                         RowsArePacked(DataPtr<T>(out), out_stride, kWidth) &&
                         (w == nullptr || cuda::IsAligned(w, 16));
     if (packed) {
-      LaunchRmsNorm<T, kWidth>(DataPtr<T>(out), DataPtr<const T>(x), w, x_rows, out_stride, eps, stream);
+      LaunchRmsNorm<T, kWidth>(DataPtr<T>(out), DataPtr<const T>(x), w, x_rows, out_stride, eps,
+                               stream);
     } else {
       LaunchRmsNorm<T, 1>(DataPtr<T>(out), DataPtr<const T>(x), w, x_rows, out_stride, eps, stream);
     }

@@ -78,8 +78,7 @@ inline void CheckWeight(const ffi::TensorView& weight, const ffi::TensorView& x)
   const int64_t hidden = x.size(x.ndim() - 1);
   if (weight.ndim() < 1 || weight.size(weight.ndim() - 1) != hidden || weight.numel() != hidden) {
     TVM_FFI_THROW(ValueError) << "weight must have shape (" << hidden
-                              << ",) to match the last dimension of x; got "
-                              << ShapeString(weight);
+                              << ",) to match the last dimension of x; got " << ShapeString(weight);
   }
 }
 
@@ -92,8 +91,7 @@ inline int64_t WeightGradGroups(const ffi::TensorView& grad_weight, const ffi::T
   CHECK_SAME_DEVICE(grad_weight, x);
   CHECK_CONTIGUOUS(grad_weight);
   const int32_t k = grad_weight.ndim() - 1;
-  bool ok = k >= 0 && k < x.ndim() &&
-            grad_weight.size(k) == x.size(x.ndim() - 1);
+  bool ok = k >= 0 && k < x.ndim() && grad_weight.size(k) == x.size(x.ndim() - 1);
   for (int32_t i = 0; ok && i < k; ++i) ok = grad_weight.size(i) == x.size(i);
   if (!ok) {
     TVM_FFI_THROW(ValueError) << "grad_weight must have shape (..., " << x.size(x.ndim() - 1)
@@ -127,7 +125,8 @@ inline void CheckRstd(const ffi::TensorView& rstd, const ffi::TensorView& x) {
       << ShapeString(rstd);
 }
 
-inline void CheckRmsNormRstdArgs(const ffi::TensorView& rstd, const ffi::TensorView& x, double eps) {
+inline void CheckRmsNormRstdArgs(const ffi::TensorView& rstd, const ffi::TensorView& x,
+                                 double eps) {
   CHECK_FLOATING(x);
   CHECK_MIN_NDIM(x, 1);
   CheckRstd(rstd, x);

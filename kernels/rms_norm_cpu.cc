@@ -1,6 +1,6 @@
 // CPU twin of kernels/rms_norm.cu: the same math, one row at a time.
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <type_traits>
 #include <vector>
@@ -64,7 +64,8 @@ void RmsNormCPU(ffi::TensorView out, ffi::TensorView x, ffi::Optional<ffi::Tenso
     using T = typename decltype(tag)::type;
     const T* w = weight.has_value() ? DataPtr<const T>(weight.value()) : nullptr;
     // Whole rows per thread, about 2^18 elements each at least.
-    const int64_t min_rows = std::max<int64_t>(1, (int64_t{1} << 18) / std::max<int64_t>(x_rows.hidden, 1));
+    const int64_t min_rows =
+        std::max<int64_t>(1, (int64_t{1} << 18) / std::max<int64_t>(x_rows.hidden, 1));
     cpu::ParallelFor(x_rows.rows, min_rows, 1, [&](int64_t begin, int64_t end) {
       RmsNormRows<T>(DataPtr<T>(out), DataPtr<const T>(x), w, x_rows, out_stride, eps, begin, end);
     });
@@ -111,7 +112,8 @@ void RmsNormBackwardCPU(ffi::TensorView grad_x, ffi::TensorView grad, ffi::Tenso
       const Acc<T> c = rr * rr * rr * dot / static_cast<Acc<T>>(h);
       for (int64_t j = 0; j < h; ++j) {
         const Acc<T> wj = w != nullptr ? Math<T>::Load(w[j]) : Acc<T>(1);
-        gx[r * h + j] = Math<T>::Store(rr * wj * Math<T>::Load(g_row[j]) - c * Math<T>::Load(x_row[j]));
+        gx[r * h + j] =
+            Math<T>::Store(rr * wj * Math<T>::Load(g_row[j]) - c * Math<T>::Load(x_row[j]));
       }
     }
   });
@@ -136,10 +138,12 @@ void RmsNormWeightGradCPU(ffi::TensorView grad_weight, ffi::TensorView grad, ffi
       for (int64_t r = group * rows_per_group; r < (group + 1) * rows_per_group; ++r) {
         const auto rr = static_cast<Acc<T>>(rs[r]);
         for (int64_t j = 0; j < x_rows.hidden; ++j) {
-          acc[j] += Math<T>::Load(g[r * x_rows.hidden + j]) * Math<T>::Load(xs[r * x_rows.row_stride + j]) * rr;
+          acc[j] += Math<T>::Load(g[r * x_rows.hidden + j]) *
+                    Math<T>::Load(xs[r * x_rows.row_stride + j]) * rr;
         }
       }
-      for (int64_t j = 0; j < x_rows.hidden; ++j) gw[group * x_rows.hidden + j] = Math<T>::Store(acc[j]);
+      for (int64_t j = 0; j < x_rows.hidden; ++j)
+        gw[group * x_rows.hidden + j] = Math<T>::Store(acc[j]);
     }
   });
 }

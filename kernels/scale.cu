@@ -42,7 +42,8 @@ __global__ void __launch_bounds__(kThreads)
       const int64_t i = base + static_cast<int64_t>(u) * kThreads;
       if (i < num_vecs) {
 #pragma unroll
-        for (int k = 0; k < kWidth; ++k) buf[u].v[k] = Math::Store(Math::Load(buf[u].v[k]) * factor);
+        for (int k = 0; k < kWidth; ++k)
+          buf[u].v[k] = Math::Store(Math::Load(buf[u].v[k]) * factor);
         out_vecs[i] = buf[u];
       }
     }
@@ -74,9 +75,11 @@ void LaunchScale(T* out, const T* x, int64_t n, double factor, cudaStream_t stre
   if (cuda::IsAligned(out, kVecBytes) && cuda::IsAligned(x, kVecBytes)) {
     const int64_t num_vecs = n / cuda::kPackWidth<T>;
     if (num_vecs >= kManyVecs) {
-      ScaleVectorKernel<T, 4><<<cuda::GridSize(num_vecs, kThreads * 4), kThreads, 0, stream>>>(out, x, f, n);
+      ScaleVectorKernel<T, 4>
+          <<<cuda::GridSize(num_vecs, kThreads * 4), kThreads, 0, stream>>>(out, x, f, n);
     } else {
-      ScaleVectorKernel<T, 1><<<cuda::GridSize(num_vecs, kThreads), kThreads, 0, stream>>>(out, x, f, n);
+      ScaleVectorKernel<T, 1>
+          <<<cuda::GridSize(num_vecs, kThreads), kThreads, 0, stream>>>(out, x, f, n);
     }
   } else {
     ScaleScalarKernel<T><<<cuda::GridSize(n, kThreads), kThreads, 0, stream>>>(out, x, f, n);

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import functools
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -201,10 +202,7 @@ ALL_BACKENDS = tuple(Backend(fw, dev) for fw in FRAMEWORKS for dev in _DEVICES[f
 
 def backend_params(backends=ALL_BACKENDS) -> list[Any]:
     """``pytest.param`` per backend, GPU ones marked ``gpu``."""
-    return [
-        pytest.param(b, id=b.id, marks=[pytest.mark.gpu] if b.device == "cuda" else [])
-        for b in backends
-    ]
+    return [pytest.param(b, id=b.id, marks=[pytest.mark.gpu] if b.device == "cuda" else []) for b in backends]
 
 
 MUTABLE_BACKENDS = [p for p in backend_params() if not p.values[0].is_jax]

@@ -7,9 +7,8 @@ import os
 # JAX takes 75% of GPU memory at start by default; the suite shares the GPU among frameworks.
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
-import pytest  # noqa: E402
-
-from backends import ALL_BACKENDS, _module  # noqa: E402
+import pytest
+from backends import ALL_BACKENDS, _module
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -51,9 +50,7 @@ def fake_device_tensor():
     def make(host_array, device_type: int):
         keep_alive.append(host_array)
         capsule = host_array.__dlpack__(max_version=(1, 0))
-        managed = _DLManagedTensorVersioned.from_address(
-            _capsule_pointer(capsule, b"dltensor_versioned")
-        )
+        managed = _DLManagedTensorVersioned.from_address(_capsule_pointer(capsule, b"dltensor_versioned"))
         managed.dl_tensor.device_type = device_type
         return tvm_ffi.from_dlpack(capsule)
 

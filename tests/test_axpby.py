@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from backends import DTYPES, JAX_BACKENDS, MUTABLE_BACKENDS, Backend, backend_out_params, backend_params, check_native, shape_id
+from backends import (
+    DTYPES,
+    JAX_BACKENDS,
+    MUTABLE_BACKENDS,
+    Backend,
+    backend_out_params,
+    backend_params,
+    check_native,
+    shape_id,
+)
 from reference import assert_close, random_data
 
 import scale_lib
@@ -59,7 +68,11 @@ def test_defaults_add() -> None:
     np.testing.assert_array_equal(scale_lib.axpby(x, y), x + y)
 
 
-@pytest.mark.parametrize("backend", [p for p in backend_params() if p.values[0].framework in ("torch", "jax", "paddle")], indirect=True)
+@pytest.mark.parametrize(
+    "backend",
+    [p for p in backend_params() if p.values[0].framework in ("torch", "jax", "paddle")],
+    indirect=True,
+)
 def test_gradients(backend: Backend) -> None:
     x = backend.asarray(random_data((6,), 5), "float64")
     y = backend.asarray(random_data((6,), 6), "float64")

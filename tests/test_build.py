@@ -93,7 +93,9 @@ def test_cpu_only_build_rejects_real_gpu_arrays(backend) -> None:
     x = backend.asarray(np.ones(4), "float32")
     # Eager calls are checked in Python; under jax.jit the array's placement is unknown until XLA
     # runs the kernel, so the library's error arrives as XLA's runtime error.
-    errors = (ValueError, backend.mod.errors.JaxRuntimeError) if backend.framework == "jax_jit" else ValueError
+    errors = (
+        (ValueError, backend.mod.errors.JaxRuntimeError) if backend.framework == "jax_jit" else ValueError
+    )
     with pytest.raises(errors, match="scale_lib was built without CUDA support"):
         backend.run(scale_lib.scale, x, 2.0)
 
@@ -104,12 +106,13 @@ def test_cuda_build_without_gpu_raises_not_crashes() -> None:
     if _gpu_present():
         pytest.skip("a GPU is present; a fake CUDA pointer must not reach it")
     # In a subprocess: if the library crashed, only the child would die.
-    code = f"""
+    code = """
 import numpy as np, tvm_ffi, scale_lib
 from scale_lib._frameworks import _capsule_pointer, _DLManagedTensorVersioned
 a = np.ones(4, np.float32)
 capsule = a.__dlpack__(max_version=(1, 0))
-_DLManagedTensorVersioned.from_address(_capsule_pointer(capsule, b"dltensor_versioned")).dl_tensor.device_type = 2
+managed = _DLManagedTensorVersioned.from_address(_capsule_pointer(capsule, b"dltensor_versioned"))
+managed.dl_tensor.device_type = 2
 t = tvm_ffi.from_dlpack(capsule)
 try:
     scale_lib.lib.scale(t, t, 2.0)

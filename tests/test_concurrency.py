@@ -43,10 +43,19 @@ def _all_ops(xp_asarray, to_numpy):
 
     def check(x, y, xa, ya):
         np.testing.assert_allclose(to_numpy(scale_lib.scale(xa, 3.0)), x * 3, rtol=1e-6)
-        np.testing.assert_allclose(to_numpy(scale_lib.axpby(xa, ya, 2.0, -1.0)), 2 * x - y, rtol=1e-5, atol=1e-6)
-        np.testing.assert_allclose(to_numpy(scale_lib.rms_norm(xa, None, 1e-6)), rms_norm_reference(x, None, 1e-6), rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(
+            to_numpy(scale_lib.axpby(xa, ya, 2.0, -1.0)), 2 * x - y, rtol=1e-5, atol=1e-6
+        )
+        np.testing.assert_allclose(
+            to_numpy(scale_lib.rms_norm(xa, None, 1e-6)),
+            rms_norm_reference(x, None, 1e-6),
+            rtol=1e-4,
+            atol=1e-5,
+        )
         np.testing.assert_allclose(float(to_numpy(scale_lib.l2_norm(xa))), np.linalg.norm(x), rtol=1e-5)
-        np.testing.assert_array_equal(to_numpy(scale_lib.flatnonzero(xa)), np.flatnonzero(x.astype(np.float32)))
+        np.testing.assert_array_equal(
+            to_numpy(scale_lib.flatnonzero(xa)), np.flatnonzero(x.astype(np.float32))
+        )
 
     return make, check
 

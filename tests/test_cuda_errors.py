@@ -68,11 +68,13 @@ def test_invalid_launch_is_a_runtime_error_and_the_context_survives(torch_cuda) 
     exec(LOAD_BROKEN, namespace)
     x = torch.zeros(4, device="cuda")
     # CUDA reports an impossible block size as an invalid configuration or value (by version).
-    with pytest.raises(RuntimeError, match="CUDA Runtime Error: cudaErrorInvalid(Configuration|Value)"):
+    with pytest.raises(RuntimeError, match=r"CUDA Runtime Error: cudaErrorInvalid(Configuration|Value)"):
         namespace["broken"].InvalidLaunch(x)
     import scale_lib  # the GPU is still usable
 
-    torch.testing.assert_close(scale_lib.scale(torch.ones(4, device="cuda"), 2.0), torch.full((4,), 2.0, device="cuda"))
+    torch.testing.assert_close(
+        scale_lib.scale(torch.ones(4, device="cuda"), 2.0), torch.full((4,), 2.0, device="cuda")
+    )
 
 
 def test_illegal_address_is_a_runtime_error_not_an_abort(torch_cuda) -> None:
@@ -86,6 +88,8 @@ def test_illegal_address_is_a_runtime_error_not_an_abort(torch_cuda) -> None:
             print("RuntimeError:", err)
         """
     )
-    child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=os.environ, timeout=600)
+    child = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=os.environ, timeout=600
+    )
     assert child.returncode == 0, child.stderr[-3000:]
     assert "RuntimeError: CUDA Runtime Error: cudaErrorIllegalAddress" in child.stdout, child.stdout

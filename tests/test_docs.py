@@ -9,9 +9,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
-INCLUDE = re.compile(
-    r"```\{literalinclude\} (?P<path>\S+)\n(?P<options>(?::[^\n]*\n)*)", re.MULTILINE
-)
+INCLUDE = re.compile(r"```\{literalinclude\} (?P<path>\S+)\n(?P<options>(?::[^\n]*\n)*)", re.MULTILINE)
 
 
 def _includes():

@@ -31,7 +31,7 @@ def test_x_not_an_array(x) -> None:
 @pytest.mark.parametrize("backend", MUTABLE_BACKENDS, indirect=True)
 def test_out_not_an_array(backend: Backend) -> None:
     x = backend.asarray(np.ones(2), "float32")
-    with pytest.raises(TypeError, match="out must be an array.*got list"):
+    with pytest.raises(TypeError, match=r"out must be an array.*got list"):
         scale_lib.scale(x, 2.0, out=[0.0, 0.0])
 
 
@@ -86,7 +86,10 @@ def _bad_dtype_array(backend: Backend, dtype: str):
 def test_unsupported_dtype(backend: Backend) -> None:
     for dtype in _BAD_DTYPES[backend.framework]:
         x = _bad_dtype_array(backend, dtype)
-        with pytest.raises(TypeError, match=f"x has unsupported dtype {dtype}; expected one of float16, bfloat16, float32, float64"):
+        with pytest.raises(
+            TypeError,
+            match=f"x has unsupported dtype {dtype}; expected one of float16, bfloat16, float32, float64",
+        ):
             backend.run(scale_lib.scale, x, 2.0)
 
 
@@ -100,7 +103,9 @@ def test_out_dtype_mismatch(backend: Backend) -> None:
 
 
 # -- shapes and layouts -------------------------------------------------------------------------
-@pytest.mark.parametrize(("x_shape", "out_shape"), [((4,), (5,)), ((2, 3), (3, 2)), ((6,), (2, 3)), ((), (1,))])
+@pytest.mark.parametrize(
+    ("x_shape", "out_shape"), [((4,), (5,)), ((2, 3), (3, 2)), ((6,), (2, 3)), ((), (1,))]
+)
 @pytest.mark.parametrize("backend", MUTABLE_BACKENDS, indirect=True)
 def test_out_shape_mismatch(backend: Backend, x_shape, out_shape) -> None:
     x = backend.asarray(random_data(x_shape, 0), "float32")
@@ -128,8 +133,10 @@ def _non_contiguous_views(backend: Backend):
 
 @pytest.mark.parametrize("backend", MUTABLE_BACKENDS, indirect=True)
 def test_non_contiguous_x(backend: Backend) -> None:
-    for what, x in _non_contiguous_views(backend):
-        with pytest.raises(ValueError, match=r"x must be contiguous \(row-major\); got shape .* with element strides"):
+    for _what, x in _non_contiguous_views(backend):
+        with pytest.raises(
+            ValueError, match=r"x must be contiguous \(row-major\); got shape .* with element strides"
+        ):
             scale_lib.scale(x, 2.0)
         out = _sentinel_out(backend, tuple(x.shape))
         with pytest.raises(ValueError, match="x must be contiguous"):
@@ -172,7 +179,9 @@ def test_read_only_out() -> None:
 def test_jax_out_rejected(backend: Backend) -> None:
     x = backend.asarray(np.ones(3), "float32")
     out = backend.asarray(np.full(3, NAN), "float32")
-    with pytest.raises(TypeError, match="out= is not supported when x is a JAX array: JAX arrays are immutable"):
+    with pytest.raises(
+        TypeError, match="out= is not supported when x is a JAX array: JAX arrays are immutable"
+    ):
         backend.run(scale_lib.scale, x, 2.0, out=out)
     assert np.isnan(np.asarray(out)).all()
 
@@ -191,7 +200,9 @@ def test_jax_array_as_out_of_other_framework(backend: Backend) -> None:
 def test_unsupported_device_at_the_abi(fake_device_tensor) -> None:
     x = fake_device_tensor(np.ones(4, np.float32), device_type=10)  # kDLROCM
     out = fake_device_tensor(np.ones(4, np.float32), device_type=10)
-    with pytest.raises(ValueError, match="x is on unsupported device rocm:0; scale_lib supports cpu and cuda"):
+    with pytest.raises(
+        ValueError, match="x is on unsupported device rocm:0; scale_lib supports cpu and cuda"
+    ):
         scale_lib.lib.scale(out, x, 2.0)
 
 

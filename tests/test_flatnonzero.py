@@ -24,7 +24,9 @@ def _data(shape, density: float, seed: int) -> np.ndarray:
 @pytest.mark.parametrize("density", [0.0, 0.3, 1.0])
 @pytest.mark.parametrize("shape", SHAPES, ids=shape_id)
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("backend", [p for p in backend_params() if p.values[0].framework != "jax_jit"], indirect=True)
+@pytest.mark.parametrize(
+    "backend", [p for p in backend_params() if p.values[0].framework != "jax_jit"], indirect=True
+)
 def test_flatnonzero_matches_numpy(backend: Backend, dtype: str, shape, density: float) -> None:
     x = backend.asarray(_data(shape, density, seed=len(shape) + sum(shape)), dtype)
     expected = np.flatnonzero(backend.to_numpy(x))
@@ -33,7 +35,9 @@ def test_flatnonzero_matches_numpy(backend: Backend, dtype: str, shape, density:
     np.testing.assert_array_equal(np.asarray(backend.to_numpy(result), dtype=np.int64), expected)
 
 
-@pytest.mark.parametrize("backend", [p for p in backend_params() if p.values[0].framework != "jax_jit"], indirect=True)
+@pytest.mark.parametrize(
+    "backend", [p for p in backend_params() if p.values[0].framework != "jax_jit"], indirect=True
+)
 def test_nan_and_signed_zero(backend: Backend) -> None:
     x = backend.asarray(np.array([0.0, -0.0, np.nan, 1.0, -np.inf, 0.0]), "float32")
     np.testing.assert_array_equal(backend.to_numpy(scale_lib.flatnonzero(x)), [2, 3, 4])
@@ -86,5 +90,7 @@ def test_library_owned_results_outlive_every_python_reference() -> None:
         """
     )
     child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert child.returncode == 0 and child.stdout.strip() == "ok", child.stderr
+    assert child.returncode == 0 and child.stdout.split()[-1:] == ["ok"], child.stderr
+
+
 # [lifetime.end]

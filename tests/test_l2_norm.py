@@ -30,7 +30,11 @@ def test_l2_norm_matches_reference(backend: Backend, out_mode: str, dtype: str, 
     assert_close(backend.to_numpy(result), expected, dtype, reduction=True)
 
 
-@pytest.mark.parametrize("backend", [p for p in backend_params() if p.values[0].device == "cuda" and not p.values[0].is_jax], indirect=True)
+@pytest.mark.parametrize(
+    "backend",
+    [p for p in backend_params() if p.values[0].device == "cuda" and not p.values[0].is_jax],
+    indirect=True,
+)
 def test_deterministic(backend: Backend) -> None:
     x = backend.asarray(random_data((3_000_017,), 2), "float32")
     first = backend.to_numpy(scale_lib.l2_norm(x))
@@ -38,7 +42,11 @@ def test_deterministic(backend: Backend) -> None:
         np.testing.assert_array_equal(backend.to_numpy(scale_lib.l2_norm(x)), first)
 
 
-@pytest.mark.parametrize("backend", [p for p in backend_params() if p.values[0].framework in ("torch", "jax", "paddle")], indirect=True)
+@pytest.mark.parametrize(
+    "backend",
+    [p for p in backend_params() if p.values[0].framework in ("torch", "jax", "paddle")],
+    indirect=True,
+)
 def test_gradient(backend: Backend) -> None:
     x = backend.asarray(random_data((4, 5), 3), "float64")
     x64 = backend.to_numpy(x)
@@ -62,7 +70,9 @@ def test_jax_vmap_gives_one_norm_per_example(backend: Backend) -> None:
     jax = backend.mod
     x = backend.asarray(random_data((6, 3, 50), 4), "float64")
     norms = jax.vmap(scale_lib.l2_norm)(x)
-    np.testing.assert_allclose(np.asarray(norms), np.linalg.norm(np.asarray(x).reshape(6, -1), axis=1), rtol=1e-12)
+    np.testing.assert_allclose(
+        np.asarray(norms), np.linalg.norm(np.asarray(x).reshape(6, -1), axis=1), rtol=1e-12
+    )
     hlo = jax.jit(jax.vmap(scale_lib.l2_norm)).lower(x).as_text()
     assert hlo.count("@scale_lib.l2_norm") == 1 and "while" not in hlo
 
@@ -90,7 +100,9 @@ def test_cuda_workspace_must_come_from_somewhere() -> None:
     small = tvm_ffi.from_dlpack(torch.empty(8, dtype=torch.uint8, device="cuda"))
     with pytest.raises(ValueError, match="workspace must hold at least 40 bytes"):
         scale_lib.lib.l2_norm_with_workspace(ot, small, xt)
-    workspace = tvm_ffi.from_dlpack(torch.empty(scale_lib.lib.l2_norm_workspace_bytes(10_000, 1), dtype=torch.uint8, device="cuda"))
+    workspace = tvm_ffi.from_dlpack(
+        torch.empty(scale_lib.lib.l2_norm_workspace_bytes(10_000, 1), dtype=torch.uint8, device="cuda")
+    )
     scale_lib.lib.l2_norm_with_workspace(ot, workspace, xt)
     torch.testing.assert_close(out, torch.linalg.vector_norm(x))
 

@@ -21,7 +21,10 @@ def forget_package():
 
 def _run(code: str) -> None:
     child = subprocess.run(
-        [sys.executable, "-c", FORGET_PACKAGE + textwrap.dedent(code)], capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", FORGET_PACKAGE + textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert child.returncode == 0 and child.stdout.strip().endswith("ok"), child.stdout + child.stderr[-3000:]
 

@@ -42,7 +42,9 @@ NAN = float("nan")
 @pytest.mark.parametrize("shape", SHAPES, ids=shape_id)
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize(("backend", "out_mode"), backend_out_params(), indirect=["backend"])
-def test_rms_norm_matches_reference(backend: Backend, out_mode: str, dtype: str, shape, weighted: bool) -> None:
+def test_rms_norm_matches_reference(
+    backend: Backend, out_mode: str, dtype: str, shape, weighted: bool
+) -> None:
     x = backend.asarray(random_data(shape, seed=sum(shape) + 3), dtype)
     w = backend.asarray(random_data(shape[-1:], seed=7), dtype) if weighted else None
     x64 = backend.to_numpy(x)
@@ -58,6 +60,8 @@ def test_rms_norm_matches_reference(backend: Backend, out_mode: str, dtype: str,
         check_native(backend, result, dtype, shape)
     assert_close(backend.to_numpy(result), expected, dtype, reduction=True)
     np.testing.assert_array_equal(backend.to_numpy(x), x64)
+
+
 # [rms_norm_matrix.end]
 
 
@@ -87,18 +91,27 @@ def test_in_place(backend: Backend) -> None:
 
 # -- gradients --------------------------------------------------------------------------------
 @pytest.mark.parametrize("weighted", [True, False], ids=["weight", "no_weight"])
-@pytest.mark.parametrize("backend", [p for p in backend_params() if p.values[0].framework == "torch"], indirect=True)
+@pytest.mark.parametrize(
+    "backend", [p for p in backend_params() if p.values[0].framework == "torch"], indirect=True
+)
 def test_torch_gradcheck(backend: Backend, weighted: bool) -> None:
     torch = backend.mod
     x = backend.asarray(random_data((3, 5, 7), seed=4), "float64").requires_grad_()
     w = backend.asarray(random_data((7,), seed=5), "float64").requires_grad_() if weighted else None
     args = (x, w) if weighted else (x,)
-    assert torch.autograd.gradcheck(lambda *a: scale_lib.rms_norm(*a, eps=EPS) if len(a) == 2 else scale_lib.rms_norm(a[0], None, EPS), args)
+    assert torch.autograd.gradcheck(
+        lambda *a: scale_lib.rms_norm(*a, eps=EPS) if len(a) == 2 else scale_lib.rms_norm(a[0], None, EPS),
+        args,
+    )
     torch.library.opcheck(torch.ops.scale_lib.rms_norm.default, (x, w, EPS))
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-@pytest.mark.parametrize("backend", [p for p in backend_params() if p.values[0].framework in ("torch", "jax", "paddle")], indirect=True)
+@pytest.mark.parametrize(
+    "backend",
+    [p for p in backend_params() if p.values[0].framework in ("torch", "jax", "paddle")],
+    indirect=True,
+)
 def test_gradients_match_reference(backend: Backend, dtype: str) -> None:
     x_np, w_np, g_np = random_data((4, 3, 160), 8), random_data((160,), 9), random_data((4, 3, 160), 10)
     x, w, g = backend.asarray(x_np, dtype), backend.asarray(w_np, dtype), backend.asarray(g_np, dtype)
@@ -119,17 +132,26 @@ def test_gradients_match_reference(backend: Backend, dtype: str) -> None:
     ref_x, ref_w = rms_norm_grad_reference(backend.to_numpy(x), backend.to_numpy(w), backend.to_numpy(g), EPS)
     assert_close(backend.to_numpy(gx), ref_x, dtype, reduction=True)
     # A sum over 12 rows of products: compare relative to the sum's scale.
-    np.testing.assert_allclose(backend.to_numpy(gw), ref_w, rtol=2e-2 if dtype == "bfloat16" else 1e-4, atol=5e-2 if dtype == "bfloat16" else 1e-4)
+    np.testing.assert_allclose(
+        backend.to_numpy(gw),
+        ref_w,
+        rtol=2e-2 if dtype == "bfloat16" else 1e-4,
+        atol=5e-2 if dtype == "bfloat16" else 1e-4,
+    )
 
 
-@pytest.mark.parametrize("backend", [p for p in JAX_BACKENDS if p.values[0].framework == "jax"], indirect=True)
+@pytest.mark.parametrize(
+    "backend", [p for p in JAX_BACKENDS if p.values[0].framework == "jax"], indirect=True
+)
 def test_jax_vmap_and_per_example_weight_gradients(backend: Backend) -> None:
     import jax
 
     xs = backend.asarray(random_data((5, 4, 96), 11), "float64")
     w = backend.asarray(random_data((96,), 12), "float64")
     batched = jax.vmap(lambda a: scale_lib.rms_norm(a, w, EPS))(xs)
-    assert_close(np.asarray(batched), rms_norm_reference(np.asarray(xs), np.asarray(w), EPS), "float64", reduction=True)
+    assert_close(
+        np.asarray(batched), rms_norm_reference(np.asarray(xs), np.asarray(w), EPS), "float64", reduction=True
+    )
     hlo = jax.jit(jax.vmap(lambda a: scale_lib.rms_norm(a, w, EPS))).lower(xs).as_text()
     assert hlo.count("@scale_lib.rms_norm") == 1 and "while" not in hlo
 
@@ -137,7 +159,17 @@ def test_jax_vmap_and_per_example_weight_gradients(backend: Backend) -> None:
         return (scale_lib.rms_norm(a, b, EPS) ** 2).sum()
 
     per_example = jax.jit(jax.vmap(jax.grad(loss, argnums=1), in_axes=(0, None)))(xs, w)
-    expected = np.stack([rms_norm_grad_reference(np.asarray(xs[i]), np.asarray(w), 2 * rms_norm_reference(np.asarray(xs[i]), np.asarray(w), EPS), EPS)[1] for i in range(5)])
+    expected = np.stack(
+        [
+            rms_norm_grad_reference(
+                np.asarray(xs[i]),
+                np.asarray(w),
+                2 * rms_norm_reference(np.asarray(xs[i]), np.asarray(w), EPS),
+                EPS,
+            )[1]
+            for i in range(5)
+        ]
+    )
     np.testing.assert_allclose(np.asarray(per_example), expected, rtol=1e-10, atol=1e-12)
 
 
@@ -162,7 +194,9 @@ def test_torch_compile_forward_and_backward() -> None:
 @pytest.mark.parametrize("backend", backend_params(), indirect=True)
 def test_weight_errors(backend: Backend) -> None:
     x = backend.asarray(random_data((3, 8), 1), "float32")
-    with pytest.raises(ValueError, match=r"weight must have shape \(8,\) to match the last dimension of x; got \(7,\)"):
+    with pytest.raises(
+        ValueError, match=r"weight must have shape \(8,\) to match the last dimension of x; got \(7,\)"
+    ):
         backend.run(scale_lib.rms_norm, x, backend.asarray(np.ones(7), "float32"))
     with pytest.raises(TypeError, match="weight and x must have the same dtype"):
         backend.run(scale_lib.rms_norm, x, backend.asarray(np.ones(8), "float64"))

@@ -66,6 +66,8 @@ def test_scale_matches_reference(backend: Backend, out_mode: str, dtype: str, sh
 
     assert_close(backend.to_numpy(result), expected, dtype)  # NaN sentinel left = missing write
     np.testing.assert_array_equal(backend.to_numpy(x), x_before)  # input untouched
+
+
 # [matrix.end]
 
 
@@ -186,13 +188,26 @@ def test_jax_targets_registered_once(backend: Backend) -> None:
 def test_every_backend_is_listed() -> None:
     # Guards the matrix itself: every framework appears on every device it supports.
     ids = {b.id for b in ALL_BACKENDS}
-    assert {"numpy-cpu", "torch-cpu", "torch-cuda", "paddle-cpu", "cupy-cuda", "jax-cpu",
-            "jax-cuda", "jax_jit-cpu", "jax_jit-cuda"} <= ids
+    assert {
+        "numpy-cpu",
+        "torch-cpu",
+        "torch-cuda",
+        "paddle-cpu",
+        "cupy-cuda",
+        "jax-cpu",
+        "jax-cuda",
+        "jax_jit-cpu",
+        "jax_jit-cuda",
+    } <= ids
     assert numpy_dtype("bfloat16").itemsize == 2
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-@pytest.mark.parametrize("backend", [p for p in backend_params() if p.values[0].framework in ("numpy", "torch", "jax", "cupy")], indirect=True)
+@pytest.mark.parametrize(
+    "backend",
+    [p for p in backend_params() if p.values[0].framework in ("numpy", "torch", "jax", "cupy")],
+    indirect=True,
+)
 def test_16bit_rounding_is_exact(backend: Backend, dtype: str) -> None:
     # Every 16-bit pattern scaled by 1 comes back unchanged (NaNs stay NaN), and products round
     # to nearest-even exactly as float32 math followed by one rounding does.
@@ -211,6 +226,8 @@ def test_16bit_rounding_is_exact(backend: Backend, dtype: str) -> None:
     np.testing.assert_array_equal(same[~np.isnan(same)], original[~np.isnan(original)])
     finite = bits[np.isfinite(bits.astype(np.float32))]
     expected = (finite.astype(np.float32) * np.float32(1.37)).astype(numpy_dtype(dtype)).astype(np.float64)
-    result = backend.to_numpy(backend.run(scale_lib.scale, backend.asarray(finite.astype(np.float64), dtype), 1.37))
+    result = backend.to_numpy(
+        backend.run(scale_lib.scale, backend.asarray(finite.astype(np.float64), dtype), 1.37)
+    )
     np_errors.__exit__(None, None, None)
     np.testing.assert_array_equal(result, expected)

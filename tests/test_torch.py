@@ -96,6 +96,8 @@ def test_torch_compile_fullgraph(backend: Backend, dynamic: bool) -> None:
     for n in (8, 33):
         x = _randn(backend, n)
         torch.testing.assert_close(compiled(x), f(x))
+
+
 # [torch_compile.end]
 
 

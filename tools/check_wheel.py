@@ -48,11 +48,15 @@ def check(wheel: Path) -> list[str]:
         with tempfile.TemporaryDirectory() as tmp:
             library = Path(zf.extract(f"{package}/lib{package}.so", tmp))
             if shutil.which("readelf"):
-                dynamic = subprocess.run(["readelf", "-d", str(library)], capture_output=True, text=True).stdout
+                dynamic = subprocess.run(
+                    ["readelf", "-d", str(library)], capture_output=True, text=True
+                ).stdout
                 needed = re.findall(r"\(NEEDED\).*\[(.+)\]", dynamic)
                 for lib in needed:
                     if lib.startswith(("libcudart", "libpython")):
-                        problems.append(f"lib{package}.so needs {lib}: cudart must be static, libpython absent")
+                        problems.append(
+                            f"lib{package}.so needs {lib}: cudart must be static, libpython absent"
+                        )
     size_mb = wheel.stat().st_size / 2**20
     print(f"{wheel.name}: {size_mb:.1f} MiB, {len(names)} files, " + ("ok" if not problems else "PROBLEMS"))
     return problems

@@ -46,7 +46,8 @@ __device__ void AxpbyPacked(T* out, const T* x, const T* y, typename Math<T>::Co
   constexpr int kWidth = Pack<T>::kWidth;
   const int64_t packs = n / kWidth;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t p = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; p < packs; p += stride) {
+  for (int64_t p = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; p < packs;
+       p += stride) {
     const Pack<T> xv = reinterpret_cast<const Pack<T>*>(x)[p];
     const Pack<T> yv = reinterpret_cast<const Pack<T>*>(y)[p];
     Pack<T> r;
@@ -57,14 +58,16 @@ __device__ void AxpbyPacked(T* out, const T* x, const T* y, typename Math<T>::Co
     reinterpret_cast<Pack<T>*>(out)[p] = r;
   }
   const int64_t i = packs * kWidth + static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (blockIdx.x == 0 && i < n) out[i] = Math<T>::Store(a * Math<T>::Load(x[i]) + b * Math<T>::Load(y[i]));
+  if (blockIdx.x == 0 && i < n)
+    out[i] = Math<T>::Store(a * Math<T>::Load(x[i]) + b * Math<T>::Load(y[i]));
 }
 
 template <typename T>
 __device__ void AxpbyAnyAlignment(T* out, const T* x, const T* y, typename Math<T>::Compute a,
                                   typename Math<T>::Compute b, int64_t n) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
     out[i] = Math<T>::Store(a * Math<T>::Load(x[i]) + b * Math<T>::Load(y[i]));
   }
 }
@@ -72,16 +75,14 @@ __device__ void AxpbyAnyAlignment(T* out, const T* x, const T* y, typename Math<
 }  // namespace
 
 // [cubin_entry_points.begin]
-#define SCALE_LIB_AXPBY_ENTRY_POINTS(T, NAME)                                                      \
-  extern "C" __global__ void axpby_packed_##NAME(T* out, const T* x, const T* y,                  \
-                                                 Math<T>::Compute a, Math<T>::Compute b,         \
-                                                 int64_t n) {                                     \
-    AxpbyPacked<T>(out, x, y, a, b, n);                                                           \
-  }                                                                                               \
-  extern "C" __global__ void axpby_any_alignment_##NAME(T* out, const T* x, const T* y,           \
-                                                        Math<T>::Compute a, Math<T>::Compute b,  \
-                                                        int64_t n) {                              \
-    AxpbyAnyAlignment<T>(out, x, y, a, b, n);                                                     \
+#define SCALE_LIB_AXPBY_ENTRY_POINTS(T, NAME)                                              \
+  extern "C" __global__ void axpby_packed_##NAME(                                          \
+      T* out, const T* x, const T* y, Math<T>::Compute a, Math<T>::Compute b, int64_t n) { \
+    AxpbyPacked<T>(out, x, y, a, b, n);                                                    \
+  }                                                                                        \
+  extern "C" __global__ void axpby_any_alignment_##NAME(                                   \
+      T* out, const T* x, const T* y, Math<T>::Compute a, Math<T>::Compute b, int64_t n) { \
+    AxpbyAnyAlignment<T>(out, x, y, a, b, n);                                              \
   }
 
 SCALE_LIB_AXPBY_ENTRY_POINTS(__half, float16)

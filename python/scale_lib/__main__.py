@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import importlib
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import scale_lib
 
@@ -17,35 +18,47 @@ def _try_import(name: str) -> Any:
         return None
 
 
-def _cases() -> list[tuple[str, str, Callable[[], tuple[Any, Any]]]]:
+Case = tuple[str, str, Callable[[], tuple[Any, Any]]]
+
+
+def _cases() -> list[Case]:
     """(framework, device, make) where make() returns (x, reference x * FACTOR)."""
-    cases = []
+    cases: list[Case] = []
     np = _try_import("numpy")
     if np is not None:
         cases.append(("numpy", "cpu", lambda: (np.arange(4, dtype=np.float32), np.arange(4) * FACTOR)))
     torch = _try_import("torch")
     if torch is not None:
-        devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
-        for dev in devices:
-            cases.append(
-                ("torch", dev, lambda dev=dev: (torch.arange(4.0, device=dev), torch.arange(4.0, device=dev) * FACTOR))
-            )
+        for dev in ["cpu"] + (["cuda"] if torch.cuda.is_available() else []):
+
+            def make_torch(dev: str = dev) -> tuple[Any, Any]:
+                return torch.arange(4.0, device=dev), torch.arange(4.0, device=dev) * FACTOR
+
+            cases.append(("torch", dev, make_torch))
     jax = _try_import("jax")
     if jax is not None and _try_import("jax_tvm_ffi") is not None:
-        for dev in {d.platform for d in jax.devices()} | {"cpu"}:
-            def make(dev=dev):
-                x = jax.device_put(jax.numpy.arange(4.0), jax.devices(dev)[0])
+        for platform in {d.platform for d in jax.devices()} | {"cpu"}:
+
+            def make_jax(platform: str = platform) -> tuple[Any, Any]:
+                x = jax.device_put(jax.numpy.arange(4.0), jax.devices(platform)[0])
                 return x, x * FACTOR
-            cases.append(("jax", "cuda" if dev == "gpu" else dev, make))
-            cases.append(("jax.jit", "cuda" if dev == "gpu" else dev, make))
+
+            dev = "cuda" if platform == "gpu" else platform
+            cases += [("jax", dev, make_jax), ("jax.jit", dev, make_jax)]
     paddle = _try_import("paddle")
     if paddle is not None:
-        cases.append(("paddle", "cpu", lambda: (paddle.arange(4, dtype="float32"), paddle.arange(4, dtype="float32") * FACTOR)))
+
+        def make_paddle() -> tuple[Any, Any]:
+            return paddle.arange(4, dtype="float32"), paddle.arange(4, dtype="float32") * FACTOR
+
+        cases.append(("paddle", "cpu", make_paddle))
     cupy = _try_import("cupy")
     if cupy is not None:
         try:
             if cupy.cuda.runtime.getDeviceCount() > 0:
-                cases.append(("cupy", "cuda", lambda: (cupy.arange(4, dtype=cupy.float32), cupy.arange(4) * FACTOR)))
+                cases.append(
+                    ("cupy", "cuda", lambda: (cupy.arange(4, dtype=cupy.float32), cupy.arange(4) * FACTOR))
+                )
         except Exception:  # noqa: BLE001 - CuPy without a working CUDA runtime: no GPU
             pass
     return cases
@@ -76,8 +89,10 @@ def main() -> int:
             y = fn(x, FACTOR)
         ok = _as_list(y) == _as_list(expected)
         failures += not ok
-        print(f"  {framework:8s} {device:5s} -> {_as_list(y)}  {type(y).__module__}.{type(y).__name__}"
-              f"  {'ok' if ok else 'WRONG'}")
+        print(
+            f"  {framework:8s} {device:5s} -> {_as_list(y)}  {type(y).__module__}.{type(y).__name__}"
+            f"  {'ok' if ok else 'WRONG'}"
+        )
     missing = [m for m in ("numpy", "torch", "jax", "paddle", "cupy") if _try_import(m) is None]
     if missing:
         print("not installed (skipped): " + ", ".join(missing))

@@ -8,7 +8,8 @@ absent from ``empty`` on purpose: XLA allocates JAX outputs (see ``_jax.py``).
 from __future__ import annotations
 
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from . import _frameworks as fw
 
@@ -43,7 +44,9 @@ def _paddle_empty(like: Any, shape: Shape | None, dtype: str | None) -> Any:
 def _cupy_empty(like: Any, shape: Shape | None, dtype: str | None) -> Any:
     cupy = sys.modules["cupy"]
     with like.device:
-        return cupy.empty(like.shape if shape is None else shape, dtype=like.dtype if dtype is None else dtype)
+        return cupy.empty(
+            like.shape if shape is None else shape, dtype=like.dtype if dtype is None else dtype
+        )
 
 
 # Keyed by name, not by the Framework objects: those are re-created if a module is reloaded.
@@ -61,7 +64,13 @@ def empty(framework: fw.Framework, like: Any, shape: Shape | None = None, dtype:
     return _EMPTY[framework.name](like, shape, dtype)
 
 
-_FROM_DLPACK_MODULE = {"numpy": "numpy", "torch": "torch", "paddle": "paddle", "cupy": "cupy", "jax": "jax.numpy"}
+_FROM_DLPACK_MODULE = {
+    "numpy": "numpy",
+    "torch": "torch",
+    "paddle": "paddle",
+    "cupy": "cupy",
+    "jax": "jax.numpy",
+}
 
 
 # [adopt.begin]
@@ -76,6 +85,8 @@ def adopt(framework: fw.Framework, result: Any) -> Any:
     if framework.name in ("torch", "paddle") and not _is_ffi_tensor(result):
         return result
     return sys.modules[_FROM_DLPACK_MODULE[framework.name]].from_dlpack(result)
+
+
 # [adopt.end]
 
 

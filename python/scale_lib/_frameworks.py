@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import ctypes
 import sys
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import tvm_ffi
 
@@ -199,9 +200,7 @@ def _numpy_versioned_tensor(a: Any) -> tvm_ffi.Tensor:
     mark read-only data. bfloat16 is exported as its uint16 bit pattern and relabelled."""
     if a.dtype.kind == "V":  # ml_dtypes.bfloat16
         capsule = a.view("uint16").__dlpack__(max_version=(1, 0))
-        managed = _DLManagedTensorVersioned.from_address(
-            _capsule_pointer(capsule, b"dltensor_versioned")
-        )
+        managed = _DLManagedTensorVersioned.from_address(_capsule_pointer(capsule, b"dltensor_versioned"))
         managed.dl_tensor.dtype.code = _DL_BFLOAT
     else:
         capsule = a.__dlpack__(max_version=(1, 0))

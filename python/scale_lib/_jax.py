@@ -16,12 +16,13 @@ from __future__ import annotations
 import functools
 import sys
 import threading
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from ._lib import WITH_CUDA
 
 if TYPE_CHECKING:
-    from ._op import Op
+    from ._op import Input, Op
 
 _OPS: list[Op] = []
 _registered = False
@@ -108,7 +109,7 @@ def call(op: Op, inputs: tuple[Any, ...], attrs: tuple[Any, ...]) -> Any:
     import jax
 
     x = inputs[0]
-    for spec, t in zip(op.inputs, inputs):
+    for spec, t in zip(op.inputs, inputs, strict=True):
         if t is not None and not isinstance(t, jax.Array):
             raise TypeError(f"{spec.name} must be a JAX array like x; got {type(t).__name__}")
     if str(x.dtype) not in op.dtypes:
@@ -137,10 +138,20 @@ def _call_eagerly(op: Op, inputs: tuple[Any, ...], attrs: tuple[Any, ...]) -> An
 
 def _ffi_call(op: Op, inputs: tuple[Any, ...], attrs: tuple[Any, ...]) -> Any:
     x = inputs[0]
-    present = tuple(spec.jax_stand_in(x) if t is None else t for spec, t in zip(op.inputs, inputs))
+    present = tuple(
+        _stand_in(op, spec, x) if t is None else t for spec, t in zip(op.inputs, inputs, strict=True)
+    )
     if op.workspace_bytes is not None:
         return _workspace_op(op, attrs, ())(*present)
     return _xla_call(op, present, attrs, ())
+
+
+def _stand_in(op: Op, spec: Input, x: Any) -> Any:
+    if spec.jax_stand_in is None:
+        raise TypeError(
+            f"{op.name}: {spec.name} cannot be None with JAX arrays (the op declares no jax_stand_in)"
+        )
+    return spec.jax_stand_in(x)
 
 
 def _xla_call(op: Op, inputs: tuple[Any, ...], attrs: tuple[Any, ...], batch: tuple[int, ...]) -> Any:
@@ -157,7 +168,7 @@ def _xla_call(op: Op, inputs: tuple[Any, ...], attrs: tuple[Any, ...], batch: tu
         numel, groups = int(np.prod(inputs[0].shape, dtype=np.int64)), int(np.prod(shape, dtype=np.int64))
         nbytes = op.workspace_bytes(numel, max(groups, 1)) + _WORKSPACE_SLACK
         results.append(jax.ShapeDtypeStruct((nbytes,), np.uint8))
-    kwargs = {name: _attribute(value) for (name, _), value in zip(op.attrs, attrs)}
+    kwargs = {name: _attribute(value) for (name, _), value in zip(op.attrs, attrs, strict=True)}
     # Under jax.vmap the kernel sees the batched arrays, which every op handles as more leading
     # dimensions: a batching rule, not a loop over the batch.
     call = jax.ffi.ffi_call(op.jax_target, results, vmap_method=op.jax_vmap_method)
@@ -182,7 +193,7 @@ def _workspace_op(op: Op, attrs: tuple[Any, ...], batch: tuple[int, ...]) -> Cal
     def rule(axis_size: int, in_batched: list[bool], *inputs: Any) -> tuple[Any, bool]:
         inputs = tuple(
             t if batched else jax.numpy.broadcast_to(t, (axis_size, *t.shape))
-            for t, batched in zip(inputs, in_batched)
+            for t, batched in zip(inputs, in_batched, strict=True)
         )
         return _workspace_op(op, attrs, (axis_size, *batch))(*inputs), True
 
@@ -197,7 +208,8 @@ def _differentiable(op: Op) -> Callable[..., Any]:
     def primal(*args: Any) -> Any:
         return _ffi_call(op, args[:n], args[n])
 
-    if op.vjp is None:
+    vjp = op.vjp
+    if vjp is None:
         return primal
     import jax
 
@@ -209,8 +221,7 @@ def _differentiable(op: Op) -> Callable[..., Any]:
 
     def backward(attrs: tuple[Any, ...], residuals: tuple[Any, ...], grad: Any) -> tuple[Any, ...]:
         inputs, out = residuals
-        return tuple(op.vjp(grad, out, *inputs, *attrs))
+        return tuple(vjp(grad, out, *inputs, *attrs))
 
     f.defvjp(forward, backward)
     return f
-

@@ -8,8 +8,9 @@ autograd wiring of every framework.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from . import _jax, _torch
 from ._alloc import adopt, empty
@@ -132,11 +133,12 @@ class Op:
         except BufferError:
             _retry_converted(framework, x, self.fn, (out, *inputs), ("out", *self._input_names), attrs)
         return out
+
     # [op_call.end]
 
     def _check_other_inputs(self, inputs: tuple[Any, ...]) -> None:
         """Every input is an array, or None where optional: a TypeError naming it otherwise."""
-        for spec, t in zip(self.inputs[1:], inputs[1:]):
+        for spec, t in zip(self.inputs[1:], inputs[1:], strict=True):
             if t is None:
                 if not spec.optional:
                     raise TypeError(f"{spec.name} must be an array; got None")
@@ -148,7 +150,7 @@ class Op:
         wants = framework.wants_framework_op
         return any(
             t is not None and wants(t) and framework_of(t, name).name == framework.name
-            for name, t in zip(self._input_names[1:], inputs[1:])
+            for name, t in zip(self._input_names[1:], inputs[1:], strict=True)
         )
 
     def _call_jax(self, inputs: tuple[Any, ...], attrs: tuple[Any, ...], out: Any) -> Any:
@@ -173,6 +175,7 @@ class Op:
         elif type(out) is not type(x):
             framework_of(out, "out").check_writable(out, "out")
         if framework.needs_explicit_workspace:
+            assert self.workspace_bytes is not None, "only ops with a workspace get here"
             nbytes = self.workspace_bytes(_numel(x), max(_numel(out), 1))
             workspace = empty(framework, x, (nbytes,), "uint8")
             names = ("out", "workspace", *self._input_names)
@@ -188,7 +191,6 @@ class Op:
             return empty(framework, inputs[self._like])
         shape = None if output.shape is None else tuple(output.shape(*inputs))
         return empty(framework, inputs[self._like], shape, output.dtype)
-
 
 
 def _invoke(
@@ -209,7 +211,8 @@ def _retry_converted(
     # The call was refused at argument conversion, before any kernel ran: NumPy exports
     # read-only and bfloat16 arrays only through the versioned DLPack protocol.
     converted = tuple(
-        a if a is None else framework_of(a, name).ffi_arg(a, name) for a, name in zip(arrays, names)
+        a if a is None else framework_of(a, name).ffi_arg(a, name)
+        for a, name in zip(arrays, names, strict=True)
     )
     return framework.invoke(x, fn, *converted, *attrs)
 

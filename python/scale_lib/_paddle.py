@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -23,14 +24,14 @@ def call(op: Op, inputs: tuple[Any, ...], attrs: tuple[Any, ...], out: Any) -> A
         )
     if op.vjp is None:
         raise TypeError(f"{op.name} is not differentiable: pass tensors with stop_gradient=True")
-    return _layer(op).apply(*inputs, *attrs)
+    return _layer(op, op.vjp).apply(*inputs, *attrs)
 
 
 @functools.cache
-def _layer(op: Op) -> Any:
+def _layer(op: Op, vjp: Callable[..., tuple[Any, ...]]) -> Any:
     from . import _frameworks
 
-    paddle = sys.modules["paddle"]
+    paddle: Any = sys.modules["paddle"]
     n = len(op.inputs)
 
     class OpLayer(paddle.autograd.PyLayer):
@@ -49,9 +50,9 @@ def _layer(op: Op) -> Any:
             *saved, out = ctx.saved_tensor()
             saved_inputs = iter(saved)
             inputs = [next(saved_inputs) if present else None for present in ctx.present]
-            grads = op.vjp(grad.contiguous(), out, *inputs, *ctx.attrs)
+            grads = vjp(grad.contiguous(), out, *inputs, *ctx.attrs)
             # PyLayer wants one gradient per tensor argument: absent optional inputs have none.
-            return tuple(g for g, present in zip(grads, ctx.present) if present)
+            return tuple(g for g, present in zip(grads, ctx.present, strict=True) if present)
 
     OpLayer.__name__ = OpLayer.__qualname__ = f"scale_lib_{op.name}"
     return OpLayer

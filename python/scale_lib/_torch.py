@@ -10,7 +10,8 @@ FunctionalTensor, Parameter, ...) and tensors that require grad.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 try:
     import torch
@@ -91,7 +92,8 @@ def _define(op: Op) -> None:
         def fake(*args: Any) -> Any:
             # The length depends on the data: an unbacked symbolic size.
             size = torch.library.get_ctx().new_dynamic_size()
-            return args[0].new_empty((size,), dtype=getattr(torch, op.output.dtype))
+            dtype = getattr(torch, op.output.dtype) if op.output.dtype else args[0].dtype
+            return args[0].new_empty((size,), dtype=dtype)
 
     else:
         _library.define(f"{op.name}_out(Tensor(a!) out, {args}) -> ()")
@@ -116,11 +118,13 @@ def _define(op: Op) -> None:
     torch.library.impl(qualname, ("cpu", "cuda"), functional, lib=_library)
     torch.library.register_fake(qualname, fake, lib=_library)
     if op.vjp is not None:
-        setup_context, backward = _autograd(op)
+        setup_context, backward = _autograd(op, op.vjp)
         torch.library.register_autograd(qualname, backward, setup_context=setup_context, lib=_library)
 
 
-def _autograd(op: Op) -> tuple[Callable[..., None], Callable[..., tuple[Any, ...]]]:
+def _autograd(
+    op: Op, vjp: Callable[..., tuple[Any, ...]]
+) -> tuple[Callable[..., None], Callable[..., tuple[Any, ...]]]:
     n = len(op.inputs)
 
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
@@ -131,7 +135,7 @@ def _autograd(op: Op) -> tuple[Callable[..., None], Callable[..., tuple[Any, ...
         *tensors, output = ctx.saved_tensors
         # Incoming gradients may be expanded views (the gradient of a sum is); kernels need
         # contiguous input. The vjp calls public ops, so double backward works where they do.
-        grads = op.vjp(grad.contiguous(), output, *tensors, *ctx.attrs)
+        grads = vjp(grad.contiguous(), output, *tensors, *ctx.attrs)
         return (*grads, *(None for _ in ctx.attrs))
 
     return setup_context, backward

@@ -79,6 +79,8 @@ def scale(x: ArrayT, factor: float, *, out: ArrayT | None = None) -> ArrayT:
     if type(factor) is not float:  # the check costs a call; a float needs none
         factor = _real_scalar(factor, "factor")
     return _scale.call((x,), (factor,), out)
+
+
 # [scale_api.end]
 
 
@@ -159,7 +161,12 @@ _rms_norm_rstd = Op(
 )
 _rms_norm_backward = Op(
     "rms_norm_backward",
-    inputs=(Input("grad"), Input("x"), Input("weight", optional=True, jax_stand_in=_ones_for_weight), Input("rstd")),
+    inputs=(
+        Input("grad"),
+        Input("x"),
+        Input("weight", optional=True, jax_stand_in=_ones_for_weight),
+        Input("rstd"),
+    ),
     output=Output(like="grad"),
     jax_vmap_method="expand_dims",
     cuda_graph_safe=True,
@@ -180,7 +187,9 @@ def _rms_norm_vjp(grad: Any, x: Any, weight: Any, eps: float) -> tuple[Any, Any]
     return grad_x, grad_weight
 
 
-def rms_norm(x: ArrayT, weight: ArrayT | None = None, eps: float = 1e-6, *, out: ArrayT | None = None) -> ArrayT:
+def rms_norm(
+    x: ArrayT, weight: ArrayT | None = None, eps: float = 1e-6, *, out: ArrayT | None = None
+) -> ArrayT:
     """Root-mean-square normalisation over the last dimension:
     ``out = x / sqrt(mean(x**2, axis=-1, keepdims=True) + eps) * weight``.
 
