@@ -76,6 +76,8 @@ def test_reload_and_reimport_are_safe() -> None:
         importlib.reload(scale_lib)
         for name in ["_lib", "_frameworks", "_jax", "_torch", "_op", "ops"]:
             importlib.reload(sys.modules["scale_lib." + name])
+            gc.collect()  # no reload may drop the registration of the PyTorch custom ops
+            assert torch.ops.scale_lib.scale(torch.ones(2), 4.0).tolist() == [4.0, 4.0], name
         forget_package()
         import scale_lib as again
         assert float(again.scale(jnp.ones(3), 3.0)[0]) == 3.0

@@ -29,8 +29,10 @@ if TYPE_CHECKING:
 NAMESPACE = "scale_lib"
 _SCHEMA_TYPE = {float: "float", int: "int", bool: "bool"}
 
-_library: Any = None  # the torch.library.Library fragment; must live as long as the process
-_packets: dict[str, tuple[Any, Any]] = {}  # op name -> (functional op, out= op)
+# The torch.library.Library fragment must live as long as the process: dropping it deregisters
+# the ops. importlib.reload re-runs this module in the same namespace, so keep what is there.
+_library: Any = globals().get("_library")
+_packets: dict[str, tuple[Any, Any]] = globals().get("_packets", {})  # name -> (op, out= op)
 
 
 def wants_custom_op(x: Any) -> bool:
