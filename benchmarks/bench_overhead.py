@@ -4,7 +4,8 @@ custom op, a nanobind binding of the same CPU kernel, and the frameworks' own mu
     python benchmarks/bench_overhead.py            # builds the nanobind baseline first
     python benchmarks/bench_overhead.py --quick    # fewer repeats, no nanobind build
 
-Each number is the median over repeats of (wall time of N back-to-back calls) / N. On CUDA the
+Each number is the median over repeats of (wall time of N back-to-back calls) / N, the
+implementations taking turns. On CUDA the
 calls are launched back to back and synchronised once per repeat, so the time is what the host
 spends per call (the kernels are tiny).
 """
@@ -65,21 +66,29 @@ def build_nanobind(build_dir: Path) -> Any:
 
 
 def per_call_us(
-    fn: Callable[[], Any], number: int, repeats: int, sync: Callable[[], Any] | None = None
-) -> float:
-    for _ in range(number // 10 + 10):
-        fn()
+    impls: dict[str, Callable[[], Any]], number: int, repeats: int, sync: Callable[[], Any] | None = None
+) -> dict[str, float]:
+    """Median over ``repeats`` samples of (wall time of ``number`` calls) / ``number``, per impl.
+
+    The implementations take turns sample by sample, so that drift of the machine (clock
+    frequency, a neighbour) is shared by all of them instead of landing on whichever ran during
+    it: the differences between columns are what this benchmark is about.
+    """
+    for fn in impls.values():
+        for _ in range(number // 10 + 10):
+            fn()
     if sync:
         sync()
-    samples = []
+    samples: dict[str, list[float]] = {name: [] for name in impls}
     for _ in range(repeats):
-        t0 = time.perf_counter()
-        for _ in range(number):
-            fn()
-        if sync:
-            sync()
-        samples.append((time.perf_counter() - t0) / number * 1e6)
-    return statistics.median(samples)
+        for name, fn in impls.items():
+            t0 = time.perf_counter()
+            for _ in range(number):
+                fn()
+            if sync:
+                sync()
+            samples[name].append((time.perf_counter() - t0) / number * 1e6)
+    return {name: statistics.median(v) for name, v in samples.items()}
 
 
 def cases(nb: Any) -> dict[str, dict[str, Callable[[], Any]]]:
@@ -131,7 +140,7 @@ def cases(nb: Any) -> dict[str, dict[str, Callable[[], Any]]]:
 def main() -> None:
     args = common.parse_args(__doc__)
     nb = None if args.quick else build_nanobind(Path(os.environ.get("SCALE_NB_BUILD", "/tmp/scale_nb_build")))
-    number, repeats = (2000, 3) if args.quick else (20000, args.repeats or 15)
+    number, repeats = (2000, 3) if args.quick else (2000, args.repeats or 101)
     rows = []
     for group, impls in cases(nb).items():
         sync = None
@@ -139,7 +148,7 @@ def main() -> None:
             import torch
 
             sync = torch.cuda.synchronize
-        timings = {impl: per_call_us(fn, number, repeats, sync) for impl, fn in impls.items()}
+        timings = per_call_us(impls, number, repeats, sync)
         rows.append({"group": group, "us_per_call": timings})
     print(f"\nhost overhead, microseconds per call on {N_ELEMENTS}-element float32 arrays (median)")
     impls = list(dict.fromkeys(i for r in rows for i in r["us_per_call"]))

@@ -49,8 +49,8 @@ def _gpu_case(rows: int, hidden: int, dtype_name: str, repeats: int) -> list[com
     }
     size = f"{rows}x{hidden}"
     return [
-        common.Result("rms_norm", impl, "cuda", dtype_name, size, common.time_cuda(fn, repeats), bytes_moved)
-        for impl, fn in impls.items()
+        common.Result("rms_norm", impl, "cuda", dtype_name, size, us, bytes_moved)
+        for impl, us in common.time_cuda(impls, repeats).items()
     ]
 
 

@@ -13,7 +13,7 @@ import os
 import platform
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,25 +57,38 @@ def cuda_available() -> bool:
         return False
 
 
-def time_cuda(fn: Callable[[int], Any], repeats: int, warmup: int = 10, flush_l2: bool = True) -> float:
-    """Median microseconds of ``fn(i)`` (i = iteration number, for rotating inputs) on the
-    current CUDA stream, timed with events, L2 flushed before each iteration."""
+def time_cuda(
+    fns: Mapping[str, Callable[[int], Any]], repeats: int, warmup: int = 10, rounds: int = 5
+) -> dict[str, float]:
+    """Median microseconds of each ``fn(i)`` (i = iteration number, for rotating inputs) on the
+    current CUDA stream, timed with events, L2 flushed before each iteration.
+
+    The implementations take turns, ``repeats / rounds`` iterations at a time, so that a slow
+    spell of the machine (clocks, a neighbour) lands on all of them instead of deciding one
+    comparison: timing each in one block let single cells of a table read 5x slow.
+    """
     import torch
 
-    flush = torch.empty(256 * 1024 * 1024, dtype=torch.int8, device="cuda") if flush_l2 else None
-    for i in range(warmup):
-        fn(i)
+    flush = torch.empty(256 * 1024 * 1024, dtype=torch.int8, device="cuda")
+    for fn in fns.values():
+        for i in range(warmup):
+            fn(i)
     torch.cuda.synchronize()
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
-    for i in range(repeats):
-        if flush is not None:
-            flush.zero_()
-        starts[i].record()
-        fn(i)
-        ends[i].record()
+    per_round = max(1, -(-repeats // rounds))
+    events: dict[str, list[tuple[Any, Any]]] = {name: [] for name in fns}
+    for r in range(rounds):
+        for name, fn in fns.items():
+            for j in range(per_round):
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                flush.zero_()
+                start.record()
+                fn(r * per_round + j)
+                end.record()
+                events[name].append((start, end))
     torch.cuda.synchronize()
-    return statistics.median(s.elapsed_time(e) * 1e3 for s, e in zip(starts, ends, strict=True))
+    return {
+        name: statistics.median(s.elapsed_time(e) * 1e3 for s, e in pairs) for name, pairs in events.items()
+    }
 
 
 def time_host(

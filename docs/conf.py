@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import runpy
+from pathlib import Path
+
 import scale_lib
+
+DOCS = Path(__file__).resolve().parent
 
 project = "scale_lib"
 copyright = "the scale_lib developers, Apache-2.0"  # noqa: A001 - Sphinx's name
@@ -12,7 +17,7 @@ extensions = ["myst_parser", "sphinx.ext.autodoc", "sphinx.ext.napoleon"]
 myst_enable_extensions = ["colon_fence", "deflist"]
 myst_heading_anchors = 3
 source_suffix = {".md": "markdown"}
-exclude_patterns = ["_build"]
+exclude_patterns = ["_build", "_generated"]
 
 # The public API's docstrings are Google style; type hints go into the descriptions.
 napoleon_google_docstring = True
@@ -23,3 +28,17 @@ autodoc_member_order = "bysource"
 html_theme = "furo"
 html_title = f"scale_lib {version}"
 html_static_path = ["_static"]
+
+
+def _write_performance_tables() -> None:
+    """docs/_generated/performance_<gpu>.md from the measured JSON in docs/_static/perf/<gpu>/,
+    by the report script that prints the same tables after a benchmark run: the page shows exactly
+    what was measured, and every target is checked against those numbers."""
+    render = runpy.run_path(str(DOCS.parent / "benchmarks" / "report.py"))["render"]
+    generated = DOCS / "_generated"
+    generated.mkdir(exist_ok=True)
+    for folder in sorted((DOCS / "_static" / "perf").iterdir()):
+        (generated / f"performance_{folder.name}.md").write_text(render(folder))
+
+
+_write_performance_tables()

@@ -16,8 +16,7 @@ using Acc = typename cuda::FloatMath<T>::Compute;  // float, or double for doubl
 
 // A cached row lives in registers: at most 4 packs of 16 bytes per thread in the group kernel
 // (rows up to 128 packs), 8 in the block kernel. The block kernel is capped at 512 threads so
-// that it may use up to 128 registers: bf16 conversions need more than fp16's, and a 64-register
-// cap (1024 threads) made it spill.
+// that it may use up to 128 registers: at 1024 threads the cap of 64 made the cached row spill.
 constexpr int kGroupPacksPerThread = 4;
 constexpr int kBlockPacksPerThread = 8;
 constexpr int kGroupKernelThreads = 256;
@@ -48,13 +47,27 @@ __device__ A BlockSum(A v, A* scratch) {
   return GroupSum<32>(lane < warps ? scratch[lane] : A(0));
 }
 
+// v *= rstd * weight[pack p] (weight may be null).
+template <typename T, int kWidth>
+__device__ void ScaleByRstdAndWeight(Acc<T> (&v)[kWidth], Acc<T> rstd, const T* weight, int64_t p) {
+  Acc<T> w[kWidth];
+  if (weight != nullptr) {
+    const cuda::Pack<T, kWidth> packed = reinterpret_cast<const cuda::Pack<T, kWidth>*>(weight)[p];
+    cuda::Widen(packed, w);  // from a register copy: one 16-byte load, not one per word
+  }
+#pragma unroll
+  for (int k = 0; k < kWidth; ++k) {
+    v[k] *= rstd;
+    if (weight != nullptr) v[k] *= w[k];
+  }
+}
+
 // [rms_norm_row.begin]
 // One row, held in registers as packs of kWidth elements: thread `lane` of `lanes` holds packs
 // lane, lane + lanes, ... Inactive threads (past the last row) still take part in `reduce`.
 template <typename T, int kWidth, int kMaxPacks, typename Reduce>
 __device__ void NormalizeCachedRow(T* out_row, const T* x_row, const T* weight, int64_t hidden,
                                    Acc<T> eps, int lane, int lanes, bool active, Reduce reduce) {
-  using Math = cuda::FloatMath<T>;
   using P = cuda::Pack<T, kWidth>;
   const int64_t packs = hidden / kWidth;
   P buf[kMaxPacks];
@@ -64,11 +77,10 @@ __device__ void NormalizeCachedRow(T* out_row, const T* x_row, const T* weight, 
     const int64_t p = lane + static_cast<int64_t>(i) * lanes;
     if (active && p < packs) {
       buf[i] = reinterpret_cast<const P*>(x_row)[p];
+      Acc<T> v[kWidth];
+      cuda::Widen(buf[i], v);
 #pragma unroll
-      for (int k = 0; k < kWidth; ++k) {
-        const Acc<T> v = Math::Load(buf[i].v[k]);
-        sum_sq += v * v;
-      }
+      for (int k = 0; k < kWidth; ++k) sum_sq += v[k] * v[k];
     }
   }
   const Acc<T> rstd = rsqrt(reduce(sum_sq) / static_cast<Acc<T>>(hidden) + eps);
@@ -76,14 +88,10 @@ __device__ void NormalizeCachedRow(T* out_row, const T* x_row, const T* weight, 
   for (int i = 0; i < kMaxPacks; ++i) {
     const int64_t p = lane + static_cast<int64_t>(i) * lanes;
     if (active && p < packs) {
-      P w;
-      if (weight != nullptr) w = reinterpret_cast<const P*>(weight)[p];
-#pragma unroll
-      for (int k = 0; k < kWidth; ++k) {
-        Acc<T> v = Math::Load(buf[i].v[k]) * rstd;
-        if (weight != nullptr) v *= Math::Load(w.v[k]);
-        buf[i].v[k] = Math::Store(v);
-      }
+      Acc<T> v[kWidth];
+      cuda::Widen(buf[i], v);
+      ScaleByRstdAndWeight(v, rstd, weight, p);
+      cuda::Narrow(v, buf[i]);
       reinterpret_cast<P*>(out_row)[p] = buf[i];
     }
   }
@@ -116,7 +124,6 @@ template <typename T, int kWidth, bool kCacheRow>
 __global__ void __launch_bounds__(kMaxBlockThreads)
     RmsNormBlockKernel(T* out, const T* x, const T* weight, RowLayout x_rows, int64_t out_stride,
                        Acc<T> eps) {
-  using Math = cuda::FloatMath<T>;
   using P = cuda::Pack<T, kWidth>;
   __shared__ Acc<T> scratch[32];
   const int64_t packs = x_rows.hidden / kWidth;
@@ -130,22 +137,20 @@ __global__ void __launch_bounds__(kMaxBlockThreads)
     } else {
       Acc<T> sum_sq = 0;
       for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
-        const P v = reinterpret_cast<const P*>(x_row)[p];
+        const P packed = reinterpret_cast<const P*>(x_row)[p];
+        Acc<T> v[kWidth];
+        cuda::Widen(packed, v);
 #pragma unroll
-        for (int k = 0; k < kWidth; ++k) sum_sq += Math::Load(v.v[k]) * Math::Load(v.v[k]);
+        for (int k = 0; k < kWidth; ++k) sum_sq += v[k] * v[k];
       }
       const Acc<T> rstd = rsqrt(reduce(sum_sq) / static_cast<Acc<T>>(x_rows.hidden) + eps);
       for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
-        P v = reinterpret_cast<const P*>(x_row)[p];
-        P w;
-        if (weight != nullptr) w = reinterpret_cast<const P*>(weight)[p];
-#pragma unroll
-        for (int k = 0; k < kWidth; ++k) {
-          Acc<T> y = Math::Load(v.v[k]) * rstd;
-          if (weight != nullptr) y *= Math::Load(w.v[k]);
-          v.v[k] = Math::Store(y);
-        }
-        reinterpret_cast<P*>(out_row)[p] = v;
+        P packed = reinterpret_cast<const P*>(x_row)[p];
+        Acc<T> v[kWidth];
+        cuda::Widen(packed, v);
+        ScaleByRstdAndWeight(v, rstd, weight, p);
+        cuda::Narrow(v, packed);
+        reinterpret_cast<P*>(out_row)[p] = packed;
       }
     }
   }
