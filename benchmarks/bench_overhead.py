@@ -163,6 +163,7 @@ def main() -> None:
         json.dumps(
             {"environment": common.environment(), "n": N_ELEMENTS, "rows": rows}, indent=1, default=str
         )
+        + "\n"  # results get committed (docs/_static/perf): end-of-file hook
     )
     print(f"\nwrote {path}")
 

@@ -174,6 +174,7 @@ def save(results: Sequence[Result], out_dir: Path, name: str) -> Path:
         json.dumps(
             {"environment": environment(), "results": [asdict(r) for r in results]}, indent=1, default=str
         )
+        + "\n"  # results get committed (docs/_static/perf): end-of-file hook
     )
     print(f"\nwrote {path}")
     return path
