@@ -47,8 +47,7 @@ def scale_section(data: dict) -> list[str]:
         if device != "cuda":
             continue
         copy, torch, ours = impl["copy"]["gbps"], impl["torch.mul(out=)"]["gbps"], impl["scale_lib"]["gbps"]
-        exp = int(size.split("^")[1]) if "^" in size else 0
-        if exp >= 24:
+        if _exponent(size) >= 24:
             roofline_ok.append(ours / copy >= 0.97)
         torch_ok.append(ours / torch >= 0.99)  # within timing noise (1%)
         out.append(
@@ -83,9 +82,9 @@ def scale_section(data: dict) -> list[str]:
         ok = []
         for (_, dtype, size), impl in _by(jax_rows, "device", "dtype", "size").items():
             theirs, ours = impl["jnp x*f (jit)"]["median_us"], impl["scale_lib (jax.jit)"]["median_us"]
-            if int(size.split("^")[1]) >= 24:
+            if _exponent(size) >= 24:
                 ok.append(ours <= 1.05 * theirs)
-            out.append(f"| {dtype} | {size} | {theirs:.1f} | {ours:.1f} | {ours / theirs:.2f} |")
+            out.append(_row(dtype, size, f"{theirs:.1f}", f"{ours:.1f}", f"{ours / theirs:.2f}"))
         out += ["", f"- Target within 5% of jitted `x * f` at n ≥ 2^24: {_mark(all(ok))}."]
     cpu = {k: v for k, v in _by(rows, "device", "dtype", "size").items() if k[0] == "cpu"}
     if cpu:
@@ -99,9 +98,9 @@ def scale_section(data: dict) -> list[str]:
         ok = []
         for (_, dtype, size), impl in cpu.items():
             theirs, ours = impl["numpy.multiply(out=)"]["gbps"], impl["scale_lib"]["gbps"]
-            if "^" in size and int(size.split("^")[1]) >= 20:
+            if _exponent(size) >= 20:
                 ok.append(ours >= theirs)
-            out.append(f"| {dtype} | {size} | {theirs:.1f} | {ours:.1f} | {ours / theirs:.2f}x |")
+            out.append(_row(dtype, size, f"{theirs:.1f}", f"{ours:.1f}", f"{ours / theirs:.2f}x"))
         out += [
             "",
             f"- Target at least NumPy's throughput at n ≥ 2^20: {_mark(all(ok))} "
@@ -158,7 +157,7 @@ def rms_norm_section(data: dict) -> list[str]:
         for (_, dtype, size), impl in cpu.items():
             theirs, ours = impl["numpy"]["gbps"], impl["scale_lib"]["gbps"]
             ok.append(ours >= 2 * theirs)
-            out.append(f"| {dtype} | {size} | {theirs:.1f} | {ours:.1f} | {ours / theirs:.1f}x |")
+            out.append(_row(dtype, size, f"{theirs:.1f}", f"{ours:.1f}", f"{ours / theirs:.1f}x"))
         out += ["", f"- Target at least 2x a NumPy implementation: {_mark(all(ok))}."]
     return out
 
@@ -204,6 +203,11 @@ def overhead_section(data: dict) -> list[str]:
         + ".",
     ]
     return out
+
+
+def _exponent(size: str) -> int:
+    """e of a size label "2^e"; 0 for other labels."""
+    return int(size.split("^")[1]) if "^" in size else 0
 
 
 def _row(*cells: object) -> str:
