@@ -43,7 +43,7 @@ def fake_device_tensor():
     """
     import tvm_ffi
 
-    from scale_lib._frameworks import _capsule_pointer, _DLManagedTensorVersioned
+    from scale_lib._numpy import _capsule_pointer, _DLManagedTensorVersioned
 
     keep_alive = []
 

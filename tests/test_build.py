@@ -108,7 +108,7 @@ def test_cuda_build_without_gpu_raises_not_crashes() -> None:
     # In a subprocess: if the library crashed, only the child would die.
     code = """
 import numpy as np, tvm_ffi, scale_lib
-from scale_lib._frameworks import _capsule_pointer, _DLManagedTensorVersioned
+from scale_lib._numpy import _capsule_pointer, _DLManagedTensorVersioned
 a = np.ones(4, np.float32)
 capsule = a.__dlpack__(max_version=(1, 0))
 managed = _DLManagedTensorVersioned.from_address(_capsule_pointer(capsule, b"dltensor_versioned"))

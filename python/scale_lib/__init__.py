@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """scale_lib: C++/CUDA kernels for every Python array framework, through Apache TVM-FFI.
 
 >>> import numpy as np, scale_lib
@@ -9,7 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import _jax
 from ._lib import BUILD_INFO, LIB
 from .ops import axpby, flatnonzero, l2_norm, rms_norm, scale
 
@@ -28,8 +28,6 @@ def cuda_available() -> bool:
     """Whether this build of scale_lib contains the CUDA kernels."""
     return bool(BUILD_INFO["cuda"])
 
-
-_jax.register_if_jax_imported()
 
 __all__ = [
     "__version__",

@@ -1,10 +1,14 @@
-"""JAX glue: every op is an XLA FFI target, registered through jax-tvm-ffi.
+# SPDX-License-Identifier: Apache-2.0
+"""JAX: every op is an XLA FFI target, registered through jax-tvm-ffi.
 
 XLA allocates the output and passes it to the library as a view, so JAX arrays are never
 written in place. Targets are named ``scale_lib.<op>`` and registered once per process, for the
 CPU and GPU platforms: when scale_lib is imported after JAX, or else on the first JAX call. A
 CPU-only build registers the GPU target too, so that under ``jax.jit`` on a GPU the library's own
 "built without CUDA support" error is what the user sees.
+
+The library cannot report errors from inside XLA as Python exceptions, so the declared input
+rules and the scalar attributes are checked here, at trace time.
 
 Ops that need scratch memory use jax-tvm-ffi's workspace: one more XLA output that the library
 receives as its allocator. Ops whose output size depends on the data cannot be XLA targets (XLA
@@ -17,61 +21,116 @@ import functools
 import sys
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ._adapter import Adapter
 from ._lib import WITH_CUDA
+from ._op import Op
+from ._spec import Input
 
-if TYPE_CHECKING:
-    from ._op import Input, Op
-
-_OPS: list[Op] = []
-_registered = False
-_lock = threading.Lock()
 _WORKSPACE_SLACK = 256  # jax-tvm-ffi aligns each allocation in the workspace to 128 bytes
 
 
-def add_op(op: Op) -> None:
-    _OPS.append(op)
+class JaxAdapter(Adapter):
+    name = module = "jax"
 
+    def __init__(self) -> None:
+        self._ops: list[Op] = []
+        self._registered = False
+        self._lock = threading.Lock()
 
-def register_targets() -> None:
-    """Register every op's XLA FFI target (idempotent, thread-safe)."""
-    global _registered
-    if _registered:
-        return
-    with _lock:
-        if _registered:
+    def array_type(self) -> type | None:
+        jax = sys.modules.get("jax")
+        return None if jax is None else jax.Array
+
+    def register(self, op: Op) -> None:
+        # The XLA targets are registered when JAX is first used (importing jax-tvm-ffi is slow).
+        self._ops.append(op)
+        self._registered = False
+        if "jax" in sys.modules:
+            self.register_targets()
+
+    def register_targets(self) -> None:
+        """Register every op's XLA FFI target (idempotent, thread-safe)."""
+        if self._registered:
             return
-        try:
-            import jax_tvm_ffi
-        except ImportError as err:
-            raise ImportError(
-                "scale_lib needs jax-tvm-ffi to run on JAX arrays: pip install 'scale-lib[jax]'"
-            ) from err
-        # jax-tvm-ffi keeps every registration for the life of the process (1024 at most), so
-        # the names already registered are recorded on it: a re-executed copy of this module
-        # (importlib.reload, a fresh import after sys.modules was cleared) registers nothing.
-        done: set[str] = jax_tvm_ffi.__dict__.setdefault("_scale_lib_registered_targets", set())
-        for op in _OPS:
-            if op.jax_target in done or op.output.allocated_by_library:
-                continue
-            arg_spec = ["rets", "args", *(f"attrs.{name}" for name, _ in op.attrs)]
-            for platform in ("cpu", "gpu"):
-                jax_tvm_ffi.register_ffi_target(
-                    op.jax_target,
-                    op.fn,
-                    arg_spec,
-                    platform=platform,
-                    allow_cuda_graph=op.cuda_graph_safe,
-                    use_last_output_for_alloc_workspace=op.workspace_bytes is not None,
-                )
-            done.add(op.jax_target)
-        _registered = True
+        with self._lock:
+            if self._registered:
+                return
+            try:
+                import jax_tvm_ffi
+            except ImportError as err:
+                raise ImportError(
+                    "scale_lib needs jax-tvm-ffi to run on JAX arrays: pip install 'scale-lib[jax]'"
+                ) from err
+            # jax-tvm-ffi keeps every registration for the life of the process (1024 at most), so
+            # the names already registered are recorded on it: a re-executed copy of this module
+            # (importlib.reload, a fresh import after sys.modules was cleared) registers nothing.
+            done: set[str] = jax_tvm_ffi.__dict__.setdefault("_scale_lib_registered_targets", set())
+            for op in self._ops:
+                if _target(op) in done or op.spec.output.allocated_by_library:
+                    continue
+                arg_spec = ["rets", "args", *(f"attrs.{a.name}" for a in op.spec.attrs)]
+                for platform in ("cpu", "gpu"):
+                    jax_tvm_ffi.register_ffi_target(
+                        _target(op),
+                        op.fn,
+                        arg_spec,
+                        platform=platform,
+                        allow_cuda_graph=op.spec.jax.cuda_graph_safe,
+                        use_last_output_for_alloc_workspace=op.workspace_bytes is not None,
+                    )
+                done.add(_target(op))
+            self._registered = True
+
+    def takes_call(self, op: Op, inputs: tuple[Any, ...]) -> bool:
+        return True  # JAX arrays are immutable: every call goes through XLA
+
+    def check_out(self, out: Any, arg_name: str) -> None:
+        raise TypeError(
+            f"{arg_name} is a JAX array; JAX arrays are immutable and cannot be written. "
+            "Omit out= and use the returned array"
+        )
+
+    def call(self, op: Op, inputs: tuple[Any, ...], attrs: tuple[Any, ...], out: Any) -> Any:
+        """Run ``op`` on JAX arrays through XLA; the library's checks, raised in Python."""
+        if out is not None:
+            if op.spec.output.allocated_by_library:
+                raise TypeError(f"{op.name} has no out=: the size of its result depends on the data")
+            raise TypeError(
+                "out= is not supported when x is a JAX array: JAX arrays are immutable. "
+                "Omit out= and use the returned array"
+            )
+        jax = sys.modules["jax"]
+        for spec, t in zip(op.spec.inputs, inputs, strict=True):
+            if t is not None and not isinstance(t, jax.Array):
+                raise TypeError(f"{spec.name} must be a JAX array like x; got {type(t).__name__}")
+        op.check_abstract(inputs)
+        _check_platform(op, inputs[0])
+        if op.spec.output.allocated_by_library:
+            return _call_eagerly(op, inputs, attrs)
+        self.register_targets()
+        return _differentiable(op)(*inputs, attrs)
+
+    def adopt(self, result: Any) -> Any:
+        return sys.modules["jax"].numpy.from_dlpack(result)
 
 
-def register_if_jax_imported() -> None:
-    if "jax" in sys.modules:
-        register_targets()
+ADAPTER = JaxAdapter()
+
+
+def _target(op: Op) -> str:
+    return f"scale_lib.{op.name}"
+
+
+def _call_eagerly(op: Op, inputs: tuple[Any, ...], attrs: tuple[Any, ...]) -> Any:
+    if any(t is not None and _is_tracer(t) for t in inputs):
+        raise TypeError(
+            f"{op.name} cannot be traced by JAX (jax.jit, vmap, grad): the size of its result "
+            "depends on the data, and XLA shapes are static. Call it on concrete arrays"
+        )
+    # Inputs are only read, so passing JAX's buffers to the library through DLPack is safe.
+    return ADAPTER.adopt(op.fn(*inputs, *attrs))
 
 
 def _attribute(value: Any) -> Any:
@@ -89,10 +148,14 @@ def _is_tracer(x: Any) -> bool:
     return isinstance(x, sys.modules["jax"].core.Tracer)
 
 
-def _check_platform(x: Any) -> None:
+def _check_platform(op: Op, x: Any) -> None:
     if _is_tracer(x):
         return  # placement is decided at lowering time; XLA picks the target by platform
     platform = next(iter(x.devices())).platform
+    if platform == "cpu" and "cpu" not in op.spec.devices:
+        raise ValueError(
+            f"x is a JAX array on the CPU, but {op.name} has only a CUDA implementation; pass a GPU array"
+        )
     if platform in ("gpu", "cuda") and not WITH_CUDA:
         raise ValueError(
             "x is a JAX array on the GPU, but scale_lib was built without CUDA support. "
@@ -104,42 +167,10 @@ def _check_platform(x: Any) -> None:
         )
 
 
-def call(op: Op, inputs: tuple[Any, ...], attrs: tuple[Any, ...]) -> Any:
-    """Run ``op`` on JAX arrays through XLA; the library's checks, raised in Python."""
-    import jax
-
-    x = inputs[0]
-    for spec, t in zip(op.inputs, inputs, strict=True):
-        if t is not None and not isinstance(t, jax.Array):
-            raise TypeError(f"{spec.name} must be a JAX array like x; got {type(t).__name__}")
-    if str(x.dtype) not in op.dtypes:
-        raise TypeError(f"x has unsupported dtype {x.dtype}; expected one of {', '.join(op.dtypes)}")
-    if op.check is not None:
-        op.check(*inputs, *attrs)
-    _check_platform(x)
-    if op.output.allocated_by_library:
-        return _call_eagerly(op, inputs, attrs)
-    register_targets()
-    return _differentiable(op)(*inputs, attrs)
-
-
-def _call_eagerly(op: Op, inputs: tuple[Any, ...], attrs: tuple[Any, ...]) -> Any:
-    if any(t is not None and _is_tracer(t) for t in inputs):
-        raise TypeError(
-            f"{op.name} cannot be traced by JAX (jax.jit, vmap, grad): the size of its result "
-            "depends on the data, and XLA shapes are static. Call it on concrete arrays"
-        )
-    from ._alloc import adopt
-    from ._frameworks import JAX
-
-    # Inputs are only read, so passing JAX's buffers to the library through DLPack is safe.
-    return adopt(JAX, op.fn(*inputs, *attrs))
-
-
 def _ffi_call(op: Op, inputs: tuple[Any, ...], attrs: tuple[Any, ...]) -> Any:
     x = inputs[0]
     present = tuple(
-        _stand_in(op, spec, x) if t is None else t for spec, t in zip(op.inputs, inputs, strict=True)
+        _stand_in(op, spec, x) if t is None else t for spec, t in zip(op.spec.inputs, inputs, strict=True)
     )
     if op.workspace_bytes is not None:
         return _workspace_op(op, attrs, ())(*present)
@@ -161,17 +192,18 @@ def _xla_call(op: Op, inputs: tuple[Any, ...], attrs: tuple[Any, ...], batch: tu
     import numpy as np
 
     example = [jax.ShapeDtypeStruct(t.shape[len(batch) :], t.dtype) for t in inputs]
-    like = example[op._like]
-    shape = batch + (like.shape if op.output.shape is None else tuple(op.output.shape(*example)))
-    results = [jax.ShapeDtypeStruct(shape, like.dtype if op.output.dtype is None else op.output.dtype)]
+    like = example[op.like_index]
+    shape = batch + (like.shape if op.spec.output.shape is None else tuple(op.spec.output.shape(*example)))
+    dtype = like.dtype if op.spec.output.dtype is None else op.spec.output.dtype
+    results = [jax.ShapeDtypeStruct(shape, dtype)]
     if op.workspace_bytes is not None:
         numel, groups = int(np.prod(inputs[0].shape, dtype=np.int64)), int(np.prod(shape, dtype=np.int64))
         nbytes = op.workspace_bytes(numel, max(groups, 1)) + _WORKSPACE_SLACK
         results.append(jax.ShapeDtypeStruct((nbytes,), np.uint8))
-    kwargs = {name: _attribute(value) for (name, _), value in zip(op.attrs, attrs, strict=True)}
+    kwargs = {attr.name: _attribute(value) for attr, value in zip(op.spec.attrs, attrs, strict=True)}
     # Under jax.vmap the kernel sees the batched arrays, which every op handles as more leading
     # dimensions: a batching rule, not a loop over the batch.
-    call = jax.ffi.ffi_call(op.jax_target, results, vmap_method=op.jax_vmap_method)
+    call = jax.ffi.ffi_call(_target(op), results, vmap_method=op.spec.jax.vmap_method)
     return call(*inputs, **kwargs)[0]
 
 
@@ -203,12 +235,12 @@ def _workspace_op(op: Op, attrs: tuple[Any, ...], batch: tuple[int, ...]) -> Cal
 @functools.cache
 def _differentiable(op: Op) -> Callable[..., Any]:
     """``op`` as a JAX function of ``(*inputs, attrs)``, with a custom VJP where it has one."""
-    n = len(op.inputs)
+    n = op.n_inputs
 
     def primal(*args: Any) -> Any:
         return _ffi_call(op, args[:n], args[n])
 
-    vjp = op.vjp
+    vjp = op.spec.vjp
     if vjp is None:
         return primal
     import jax

@@ -1,224 +1,194 @@
-"""The call path shared by every op: framework detection, output, launch, framework routing.
+# SPDX-License-Identifier: Apache-2.0
+"""An op declaration bound to the library's exported functions, and the checks every framework
+shares: scalar attributes from their declared types, and the declared input rules for abstract
+arrays (JAX tracers, PyTorch fake tensors) that never reach the library's own checks.
 
-An op is declared once, in ``ops.py``, as an :class:`Op`: its exported function's name, its
-tensor inputs, scalar attributes and output, and its vjp. From that declaration alone it gets
-the NumPy/PyTorch/JAX/Paddle/CuPy call path, the JAX XLA target, the PyTorch custom op and the
-autograd wiring of every framework.
+Nothing here knows a framework: the adapters (``_numpy.py``, ``_torch.py``, ...) receive an
+:class:`Op` and decide how to run it.
 """
 
 from __future__ import annotations
 
+import numbers
+import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
-from . import _jax, _torch
-from ._alloc import adopt, empty
-from ._frameworks import framework_of
 from ._lib import LIB
-
-FLOATING_DTYPES = ("float16", "bfloat16", "float32", "float64")
-
-
-@dataclass(frozen=True)
-class Input:
-    """A tensor argument. ``optional`` ones may be ``None`` (``ffi::Optional`` at the ABI).
-
-    XLA FFI calls have no "absent buffer", so for JAX an absent optional input is replaced by
-    ``jax_stand_in(first_input)``: a value with the same effect (ones for a weight).
-    """
-
-    name: str
-    optional: bool = False
-    jax_stand_in: Callable[[Any], Any] | None = None
-
-
-@dataclass(frozen=True)
-class Output:
-    """The output, on the first input's framework and device. Its shape and dtype are those of
-    the input named ``like``, unless ``shape`` (a function of the inputs) or ``dtype`` (a name)
-    says otherwise. ``allocated_by_library``: the library allocates and returns it (its size
-    depends on the data), so there is no ``out=``."""
-
-    like: str = "x"
-    shape: Callable[..., tuple[int, ...]] | None = None
-    dtype: str | None = None
-    allocated_by_library: bool = False
+from ._spec import Attr, OpSpec, Shape
 
 
 class Op:
-    """An exported function ``name(out, *inputs, *attrs)`` (or ``name(*inputs) -> out`` when the
-    library allocates the output).
+    """``spec`` with its exported functions looked up, and what the call path derives from it."""
 
-    Args:
-        name: the exported function; also the JAX target ``scale_lib.<name>`` and the PyTorch
-            custom op ``torch.ops.scale_lib.<name>``.
-        inputs: the tensor arguments, in ABI order.
-        attrs: ``(name, type)`` of the scalar arguments after the inputs (``float``, ``int`` or
-            ``bool``).
-        output: how the output is made.
-        vjp: ``vjp(grad_out, out, *inputs, *attrs) -> tuple of input gradients (or None)``,
-            written with public ops so it works for every framework; ``None`` if the op is not
-            differentiable.
-        check: raises the library's ``TypeError``/``ValueError`` for bad inputs; run in Python
-            only where the library cannot report errors itself (JAX, inside XLA).
-        workspace: name of the exported ``f(numel of x, numel of out) -> bytes`` of scratch the
-            CUDA kernel needs. The op then also exports ``<name>_with_workspace(out, workspace,
-            *inputs)`` for callers whose framework publishes no allocator.
-        jax_vmap_method: how ``jax.vmap`` batches the XLA call (see ``jax.ffi.ffi_call``): the
-            kernel then sees every batched input with the batch as leading dimensions.
-        cuda_graph_safe: the kernel neither allocates nor synchronises, so XLA may capture it in
-            a CUDA graph.
-    """
+    def __init__(self, spec: OpSpec) -> None:
+        self.spec = spec
+        self.name = spec.name
+        self.fn: Callable[..., Any] = _exported(spec.name)
+        self.workspace_bytes = _exported(spec.workspace) if spec.workspace else None
+        self.fn_with_workspace = _exported(f"{spec.name}_with_workspace") if spec.workspace else None
+        self.n_inputs = len(spec.inputs)
+        self.input_names = tuple(i.name for i in spec.inputs)
+        self.like_index = self.input_names.index(spec.output.like)
+        # The output is an uninitialised array like one input: the cheapest allocation there is.
+        self.output_is_like_input = spec.output.shape is None and spec.output.dtype is None
+        # Neither a library-allocated output nor a workspace: out = new array, fn(out, ...).
+        self.plain = not spec.output.allocated_by_library and spec.workspace is None
+        # Integer results (indices) have no gradient, whatever the inputs need.
+        self.output_has_gradient = spec.output.dtype is None or "float" in spec.output.dtype
+        self.out_and_input_names = ("out", *self.input_names)
+        self._attr_types = tuple(a.type for a in spec.attrs)
+        self._minimums = tuple((i, a.minimum) for i, a in enumerate(spec.attrs) if a.minimum is not None)
+        self._converters = tuple(_converter(a) for a in spec.attrs)
 
-    def __init__(
-        self,
-        name: str,
-        inputs: tuple[Input, ...] = (Input("x"),),
-        attrs: tuple[tuple[str, type], ...] = (),
-        output: Output = Output(),
-        vjp: Callable[..., tuple[Any, ...]] | None = None,
-        check: Callable[..., None] | None = None,
-        workspace: str | None = None,
-        dtypes: tuple[str, ...] = FLOATING_DTYPES,
-        jax_vmap_method: str = "broadcast_all",
-        cuda_graph_safe: bool = False,
-    ) -> None:
-        self.name = name
-        self.fn = getattr(LIB, name)
-        self.inputs = inputs
-        self.attrs = attrs
-        self.output = output
-        self.vjp = vjp
-        self.check = check
-        self.workspace_bytes = getattr(LIB, workspace) if workspace else None
-        self.fn_with_workspace = getattr(LIB, f"{name}_with_workspace") if workspace else None
-        self.dtypes = dtypes
-        self.jax_vmap_method = jax_vmap_method
-        self.cuda_graph_safe = cuda_graph_safe
-        self.jax_target = f"scale_lib.{name}"
-        self._input_names = tuple(i.name for i in inputs)
-        self._first_name = self._input_names[0]
-        self._like = self._input_names.index(output.like)
-        self._plain = not output.allocated_by_library and workspace is None
-        _jax.add_op(self)
-        _torch.register(self)
+    def __repr__(self) -> str:
+        return f"<scale_lib op {self.name}>"
 
-    # [op_call.begin]
-    def call(self, inputs: tuple[Any, ...], attrs: tuple[Any, ...], out: Any = None) -> Any:
-        """Run the op on ``inputs`` (first one an array; optional ones may be ``None``) and
-        scalar ``attrs``, in ABI order, writing ``out`` if given."""
-        x = inputs[0]
-        framework = framework_of(x, self._first_name)
-        if len(inputs) > 1:
-            self._check_other_inputs(inputs)
-        if framework.is_jax:
-            return self._call_jax(inputs, attrs, out)
-        if framework.has_framework_ops and (
-            framework.wants_framework_op(x) or (len(inputs) > 1 and self._others_want(framework, inputs))
-        ):
-            return framework.call_framework_op(self, inputs, attrs, out)
-        if not self._plain:
-            return self._call_special(framework, inputs, attrs, out)
-        # The common case, kept lean: it is every eager call's host overhead.
-        if out is None:
-            out = self.allocate(framework, inputs)
-        elif type(out) is not type(x):  # same type as x: same framework, already vetted
-            framework_of(out, "out").check_writable(out, "out")
-        try:
-            if framework.sets_stream:
-                framework.invoke(x, self.fn, out, *inputs, *attrs)
+    def convert_attrs(self, attrs: tuple[Any, ...]) -> tuple[Any, ...]:
+        """The scalar attributes as the ABI takes them; TypeError/ValueError naming a bad one."""
+        # Every eager call runs this: values of exactly the declared types, within bounds, pass
+        # as they are; anything else takes the converters, which also word the errors.
+        types = self._attr_types
+        if len(attrs) == len(types):
+            for i, value in enumerate(attrs):
+                if type(value) is not types[i]:
+                    break
             else:
-                self.fn(out, *inputs, *attrs)
-        except BufferError:
-            _retry_converted(framework, x, self.fn, (out, *inputs), ("out", *self._input_names), attrs)
-        return out
+                for i, minimum in self._minimums:
+                    if not attrs[i] >= minimum:
+                        break
+                else:
+                    return attrs
+        if len(attrs) != len(self._converters):
+            raise TypeError(f"{self.name} takes {len(self._converters)} scalar argument(s); got {len(attrs)}")
+        return tuple([convert(value) for convert, value in zip(self._converters, attrs, strict=True)])
 
-    # [op_call.end]
+    def output_shape(self, inputs: tuple[Any, ...]) -> Shape:
+        like = inputs[self.like_index]
+        return tuple(like.shape) if self.spec.output.shape is None else tuple(self.spec.output.shape(*inputs))
 
-    def _check_other_inputs(self, inputs: tuple[Any, ...]) -> None:
-        """Every input is an array, or None where optional: a TypeError naming it otherwise."""
-        for spec, t in zip(self.inputs[1:], inputs[1:], strict=True):
+    def check_abstract(self, inputs: tuple[Any, ...]) -> None:
+        """The declared input rules (dtype, shape, rank, presence) for arrays the library cannot
+        check itself; the messages are the library's. ``inputs`` have ``.shape``/``.dtype``."""
+        first_spec, first = self.spec.inputs[0], inputs[0]
+        dtype = _dtype_name(first.dtype)
+        if dtype not in self.spec.dtypes:
+            expected = ", ".join(self.spec.dtypes)
+            raise TypeError(f"{first_spec.name} has unsupported dtype {dtype}; expected one of {expected}")
+        _check_ndim(first_spec.name, first, first_spec.min_ndim)
+        shape = tuple(first.shape)
+        for spec, t in zip(self.spec.inputs[1:], inputs[1:], strict=True):
             if t is None:
                 if not spec.optional:
                     raise TypeError(f"{spec.name} must be an array; got None")
-            else:
-                framework_of(t, spec.name)
-
-    def _others_want(self, framework: Any, inputs: tuple[Any, ...]) -> bool:
-        """Whether an input after the first needs the framework's op (a torch Parameter weight)."""
-        wants = framework.wants_framework_op
-        return any(
-            t is not None and wants(t) and framework_of(t, name).name == framework.name
-            for name, t in zip(self._input_names[1:], inputs[1:], strict=True)
-        )
-
-    def _call_jax(self, inputs: tuple[Any, ...], attrs: tuple[Any, ...], out: Any) -> Any:
-        if out is not None:
-            if self.output.allocated_by_library:
-                raise TypeError(f"{self.name} has no out=: the size of its result depends on the data")
-            raise TypeError(
-                "out= is not supported when x is a JAX array: JAX arrays are immutable. "
-                "Omit out= and use the returned array"
-            )
-        return _jax.call(self, inputs, attrs)
-
-    def _call_special(self, framework: Any, inputs: tuple[Any, ...], attrs: tuple[Any, ...], out: Any) -> Any:
-        """Ops whose output the library allocates, and ops with a workspace."""
-        x = inputs[0]
-        if self.output.allocated_by_library:
-            if out is not None:
-                raise TypeError(f"{self.name} has no out=: the size of its result depends on the data")
-            return adopt(framework, _invoke(framework, x, self.fn, inputs, self._input_names, attrs))
-        if out is None:
-            out = self.allocate(framework, inputs)
-        elif type(out) is not type(x):
-            framework_of(out, "out").check_writable(out, "out")
-        if framework.needs_explicit_workspace:
-            assert self.workspace_bytes is not None, "only ops with a workspace get here"
-            nbytes = self.workspace_bytes(_numel(x), max(_numel(out), 1))
-            workspace = empty(framework, x, (nbytes,), "uint8")
-            names = ("out", "workspace", *self._input_names)
-            _invoke(framework, x, self.fn_with_workspace, (out, workspace, *inputs), names, attrs)
-        else:
-            _invoke(framework, x, self.fn, (out, *inputs), ("out", *self._input_names), attrs)
-        return out
-
-    def allocate(self, framework: Any, inputs: tuple[Any, ...]) -> Any:
-        """A new output for ``inputs`` on ``framework``."""
-        output = self.output
-        if output.shape is None and output.dtype is None:
-            return empty(framework, inputs[self._like])
-        shape = None if output.shape is None else tuple(output.shape(*inputs))
-        return empty(framework, inputs[self._like], shape, output.dtype)
+                continue
+            expected_dtype = spec.dtype or dtype
+            if _dtype_name(t.dtype) != expected_dtype:
+                if spec.dtype is None:
+                    raise TypeError(
+                        f"{spec.name} and {first_spec.name} must have the same dtype; got "
+                        f"{_dtype_name(t.dtype)} and {dtype}"
+                    )
+                raise TypeError(f"{spec.name} must have dtype {spec.dtype}; got {_dtype_name(t.dtype)}")
+            got = tuple(t.shape)
+            if spec.shape is None:
+                if got != shape:
+                    raise ValueError(
+                        f"{spec.name} and {first_spec.name} must have the same shape; got {got} and {shape}"
+                    )
+            elif got != tuple(spec.shape(shape)):
+                rule = f" to match {spec.shape_text}" if spec.shape_text else ""
+                raise ValueError(f"{spec.name} must have shape {tuple(spec.shape(shape))}{rule}; got {got}")
 
 
-def _invoke(
-    framework: Any, x: Any, fn: Any, arrays: tuple[Any, ...], names: tuple[str, ...], attrs: tuple[Any, ...]
-) -> Any:
-    """``fn(*arrays, *attrs)`` on the stream of ``x``'s framework and device."""
+def _exported(name: str) -> Callable[..., Any]:
     try:
-        if framework.sets_stream:
-            return framework.invoke(x, fn, *arrays, *attrs)
-        return fn(*arrays, *attrs)
-    except BufferError:
-        return _retry_converted(framework, x, fn, arrays, names, attrs)
+        return getattr(LIB, name)
+    except AttributeError:
+        raise AttributeError(
+            f"the compiled library exports no function {name!r}: is its binding in bindings/ and "
+            "the library rebuilt?"
+        ) from None
 
 
-def _retry_converted(
-    framework: Any, x: Any, fn: Any, arrays: tuple[Any, ...], names: tuple[str, ...], attrs: tuple[Any, ...]
-) -> Any:
-    # The call was refused at argument conversion, before any kernel ran: NumPy exports
-    # read-only and bfloat16 arrays only through the versioned DLPack protocol.
-    converted = tuple(
-        a if a is None else framework_of(a, name).ffi_arg(a, name)
-        for a, name in zip(arrays, names, strict=True)
-    )
-    return framework.invoke(x, fn, *converted, *attrs)
+def _dtype_name(dtype: Any) -> str:
+    # numpy/jax dtypes print as "float32"; torch's as "torch.float32"; paddle's as "paddle.float32".
+    return str(dtype).rsplit(".", 1)[-1]
 
 
-def _numel(x: Any) -> int:
-    n = 1
-    for d in x.shape:
-        n *= int(d)
-    return n
+def _check_ndim(name: str, t: Any, min_ndim: int) -> None:
+    if len(t.shape) < min_ndim:
+        raise ValueError(f"{name} must have at least {min_ndim} dimension(s); got shape {tuple(t.shape)}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Scalar attributes
+# ---------------------------------------------------------------------------------------------
+def _converter(attr: Attr) -> Callable[[Any], Any]:
+    convert = _CONVERT[attr.type]
+    name, minimum = attr.name, attr.minimum
+    if minimum is None:
+        return lambda value: convert(value, name)
+
+    def bounded(value: Any) -> Any:
+        value = convert(value, name)
+        if not value >= minimum:  # NaN fails too
+            qualifier = "non-negative" if minimum == 0 else f">= {minimum}"
+            raise ValueError(f"{name} must be {qualifier}; got {value}")
+        return value
+
+    return bounded
+
+
+def _as_float(value: Any, name: str) -> float:
+    if type(value) is float:  # the common case, without an ABC check
+        return value
+    # bool is a numbers.Real, but scaling by True is almost certainly a mistake.
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        try:
+            return float(value)
+        except OverflowError:  # 2**1024, Fraction(10**400, 3)
+            raise ValueError(f"{name} is too large for a float64; got {_short(value)}") from None
+    _reject_tracer(value, name)
+    raise TypeError(f"{name} must be a real number (int or float); got {type(value).__name__}")
+
+
+def _as_int(value: Any, name: str) -> int:
+    if type(value) is int:
+        pass
+    elif isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        value = int(value)
+    else:
+        _reject_tracer(value, name)
+        raise TypeError(f"{name} must be an integer; got {type(value).__name__}")
+    if not -(2**63) <= value < 2**63:
+        raise ValueError(f"{name} does not fit in int64; got {_short(value)}")
+    return value
+
+
+def _as_bool(value: Any, name: str) -> bool:
+    if type(value) is bool:
+        return value
+    numpy = sys.modules.get("numpy")
+    if numpy is not None and isinstance(value, numpy.bool_):
+        return bool(value)
+    _reject_tracer(value, name)
+    raise TypeError(f"{name} must be a bool; got {type(value).__name__}")
+
+
+_CONVERT: dict[type, Callable[[Any, str], Any]] = {float: _as_float, int: _as_int, bool: _as_bool}
+
+
+def _short(value: Any) -> str:
+    text = str(value)
+    return text if len(text) <= 40 else f"{text[:20]}...{text[-10:]}"
+
+
+def _reject_tracer(value: Any, name: str) -> None:
+    jax = sys.modules.get("jax")
+    if jax is not None and isinstance(value, jax.core.Tracer):
+        raise TypeError(
+            f"{name} must be a concrete Python number, not a traced JAX value: it is a "
+            "compile-time attribute of the XLA call. Under jax.jit, close over it or mark it "
+            "static (static_argnums)"
+        )

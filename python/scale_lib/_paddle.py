@@ -1,44 +1,74 @@
-"""PaddlePaddle integration: calls that autograd must see run as a ``paddle.autograd.PyLayer``
-whose backward is the op's vjp. Other calls go straight to the library."""
+# SPDX-License-Identifier: Apache-2.0
+"""PaddlePaddle: plain calls go straight to the library (Paddle publishes its stream and its
+allocator to TVM-FFI); calls that autograd must see run as a ``paddle.autograd.PyLayer`` whose
+backward is the op's vjp."""
 
 from __future__ import annotations
 
 import functools
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from ._op import Op
-
-
-def needs_autograd(x: Any) -> bool:
-    return not x.stop_gradient and sys.modules["paddle"].is_grad_enabled()
+from ._adapter import Adapter
+from ._op import Op
+from ._spec import Shape
 
 
-def call(op: Op, inputs: tuple[Any, ...], attrs: tuple[Any, ...], out: Any) -> Any:
-    if out is not None:
-        raise ValueError(
-            "out= does not support autograd, and an input requires grad (stop_gradient=False): "
-            "call without out=, or under paddle.no_grad()"
+class PaddleAdapter(Adapter):
+    name = module = "paddle"
+
+    def array_type(self) -> type | None:
+        paddle = sys.modules.get("paddle")
+        return None if paddle is None else paddle.Tensor
+
+    def takes_call(self, op: Op, inputs: tuple[Any, ...]) -> bool:
+        # An integer result (indices) has no gradient: nothing for autograd to see.
+        if not op.output_has_gradient:
+            return False
+        paddle = sys.modules["paddle"]
+        return any(isinstance(t, paddle.Tensor) and not t.stop_gradient for t in inputs) and (
+            paddle.is_grad_enabled()
         )
-    if op.vjp is None:
-        raise TypeError(f"{op.name} is not differentiable: pass tensors with stop_gradient=True")
-    return _layer(op, op.vjp).apply(*inputs, *attrs)
+
+    def call(self, op: Op, inputs: tuple[Any, ...], attrs: tuple[Any, ...], out: Any) -> Any:
+        if out is not None:
+            raise ValueError(
+                "out= does not support autograd, and an input requires grad (stop_gradient=False): "
+                "call without out=, or under paddle.no_grad()"
+            )
+        if op.spec.vjp is None:
+            raise TypeError(f"{op.name} is not differentiable: pass tensors with stop_gradient=True")
+        return _layer(op, op.spec.vjp).apply(*inputs, *attrs)
+
+    def empty(self, like: Any, shape: Shape | None = None, dtype: str | None = None) -> Any:
+        paddle = sys.modules["paddle"]
+        if shape is None and dtype is None:
+            return paddle.empty_like(like)
+        return paddle.empty(
+            list(like.shape if shape is None else shape),
+            dtype=like.dtype if dtype is None else dtype,
+            device=like.place,
+        )
+
+    def adopt(self, result: Any) -> Any:
+        # The library allocated through Paddle's own allocator: already a paddle.Tensor.
+        return result if isinstance(result, sys.modules["paddle"].Tensor) else super().adopt(result)
+
+
+ADAPTER = PaddleAdapter()
 
 
 @functools.cache
 def _layer(op: Op, vjp: Callable[..., tuple[Any, ...]]) -> Any:
-    from . import _frameworks
-
     paddle: Any = sys.modules["paddle"]
-    n = len(op.inputs)
+    n = op.n_inputs
 
     class OpLayer(paddle.autograd.PyLayer):
         @staticmethod
         def forward(ctx: Any, *args: Any) -> Any:
             inputs, attrs = args[:n], args[n:]
-            out = op.allocate(_frameworks.PADDLE, inputs)
+            out = ADAPTER.empty(inputs[op.like_index], *_shape_dtype(op, inputs))
             op.fn(out, *inputs, *attrs)
             ctx.present = [t is not None for t in inputs]
             ctx.save_for_backward(*(t for t in inputs if t is not None), out)
@@ -56,3 +86,9 @@ def _layer(op: Op, vjp: Callable[..., tuple[Any, ...]]) -> Any:
 
     OpLayer.__name__ = OpLayer.__qualname__ = f"scale_lib_{op.name}"
     return OpLayer
+
+
+def _shape_dtype(op: Op, inputs: tuple[Any, ...]) -> tuple[Shape | None, str | None]:
+    if op.output_is_like_input:
+        return None, None
+    return op.output_shape(inputs), op.spec.output.dtype

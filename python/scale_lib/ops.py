@@ -1,53 +1,32 @@
+# SPDX-License-Identifier: Apache-2.0
 """The public ops. Each takes arrays of any supported framework and returns the same kind.
 
-Each op is one :class:`~scale_lib._op.Op` declaration (the exported function, its inputs,
-scalar attributes, output and vjp) and one typed function that checks its scalar arguments.
+Each op is one section: its declaration (an :class:`~scale_lib._spec.OpSpec`: the exported
+function, its inputs, scalar attributes, output and vjp), registered once with
+:func:`~scale_lib._dispatch.register`, and its typed public function. Sections start with a
+``# ===== op: <name> =====`` line, which the template tools use to add and remove ops.
 """
 
 from __future__ import annotations
 
-import numbers
 import sys
 from typing import Any, TypeVar
 
-from ._op import Input, Op, Output
+from ._dispatch import register, registered_specs
+from ._spec import Attr, Input, JaxOptions, OpSpec, Output
 
 ArrayT = TypeVar("ArrayT")
 
 
-def _real_scalar(value: Any, arg_name: str) -> float:
-    if type(value) is float or type(value) is int:  # the common case, without an ABC check
-        return float(value)
-    # bool is a numbers.Real, but scaling by True is almost certainly a mistake.
-    if isinstance(value, numbers.Real) and not isinstance(value, bool):
-        return float(value)
-    jax = sys.modules.get("jax")
-    if jax is not None and isinstance(value, jax.core.Tracer):
-        raise TypeError(
-            f"{arg_name} must be a concrete Python number, not a traced JAX value: it is a "
-            "compile-time attribute of the XLA call. Under jax.jit, close over it or mark it "
-            "static (static_argnums)"
-        )
-    raise TypeError(f"{arg_name} must be a real number (int or float); got {type(value).__name__}")
-
-
-def _same_as_x(name: str, t: Any, x: Any) -> None:
-    """For JAX, where the library's own checks would surface as XLA runtime errors."""
-    if t.dtype != x.dtype:
-        raise TypeError(f"{name} and x must have the same dtype; got {t.dtype} and {x.dtype}")
-    if tuple(t.shape) != tuple(x.shape):
-        raise ValueError(f"{name} and x must have the same shape; got {tuple(t.shape)} and {tuple(x.shape)}")
-
-
-# ---------------------------------------------------------------------------------------------
-# scale
-# ---------------------------------------------------------------------------------------------
+# ===== op: scale =====
 # [scale_op.begin]
-_scale = Op(
-    "scale",
-    attrs=(("factor", float),),
-    vjp=lambda grad, out, x, factor: (scale(grad, factor),),  # d(x * f)/dx = f
-    cuda_graph_safe=True,
+_scale = register(
+    OpSpec(
+        "scale",
+        attrs=(Attr("factor", float),),
+        vjp=lambda grad, out, x, factor: (scale(grad, factor),),  # d(x * f)/dx = f
+        sharding="elementwise",
+    )
 )
 # [scale_op.end]
 
@@ -76,28 +55,22 @@ def scale(x: ArrayT, factor: float, *, out: ArrayT | None = None) -> ArrayT:
         ValueError: shape or device mismatch, a non-contiguous array, a read-only ``out``, an
             unsupported device, or a CUDA array with a CPU-only build.
     """
-    if type(factor) is not float:  # the check costs a call; a float needs none
-        factor = _real_scalar(factor, "factor")
     return _scale.call((x,), (factor,), out)
 
 
 # [scale_api.end]
 
 
-# ---------------------------------------------------------------------------------------------
-# axpby: a kernel shipped as an embedded CUBIN
-# ---------------------------------------------------------------------------------------------
-def _check_axpby(x: Any, y: Any, a: float, b: float) -> None:
-    _same_as_x("y", y, x)
-
-
-_axpby = Op(
-    "axpby",
-    inputs=(Input("x"), Input("y")),
-    attrs=(("a", float), ("b", float)),
-    vjp=lambda grad, out, x, y, a, b: (scale(grad, a), scale(grad, b)),
-    check=_check_axpby,
-    cuda_graph_safe=True,
+# ===== op: axpby =====
+# A kernel shipped as an embedded CUBIN.
+_axpby = register(
+    OpSpec(
+        "axpby",
+        inputs=(Input("x"), Input("y")),
+        attrs=(Attr("a", float), Attr("b", float)),
+        vjp=lambda grad, out, x, y, a, b: (scale(grad, a), scale(grad, b)),
+        sharding="elementwise",
+    )
 )
 
 
@@ -116,74 +89,84 @@ def axpby(x: ArrayT, y: ArrayT, a: float = 1.0, b: float = 1.0, *, out: ArrayT |
     Returns:
         ``out``, or a new array like ``x``. Differentiable in ``x`` and ``y``.
     """
-    return _axpby.call((x, y), (_real_scalar(a, "a"), _real_scalar(b, "b")), out)
+    return _axpby.call((x, y), (a, b), out)
 
 
-# ---------------------------------------------------------------------------------------------
-# rms_norm: a reduction kernel, with an optional tensor argument
-# ---------------------------------------------------------------------------------------------
+# ===== op: rms_norm =====
+# A reduction kernel, with an optional tensor argument.
 def _ones_for_weight(x: Any) -> Any:
     # JAX has no "absent" FFI buffer: a weight of ones is the same computation.
     return sys.modules["jax.numpy"].ones(x.shape[-1:], x.dtype)
 
 
-def _check_rms_norm(x: Any, weight: Any, eps: float) -> None:
-    if x.ndim < 1:
-        raise ValueError(f"x must have at least 1 dimension(s); got shape {tuple(x.shape)}")
-    if weight is not None:
-        if weight.dtype != x.dtype:
-            raise TypeError(f"weight and x must have the same dtype; got {weight.dtype} and {x.dtype}")
-        if tuple(weight.shape) != tuple(x.shape[-1:]):
-            raise ValueError(
-                f"weight must have shape ({x.shape[-1]},) to match the last dimension of x; got "
-                f"{tuple(weight.shape)}"
-            )
+def _last_dim(shape: tuple[int, ...]) -> tuple[int, ...]:
+    return shape[-1:]
 
 
-_rms_norm = Op(
-    "rms_norm",
-    inputs=(Input("x"), Input("weight", optional=True, jax_stand_in=_ones_for_weight)),
-    attrs=(("eps", float),),
-    vjp=lambda grad, out, x, weight, eps: _rms_norm_vjp(grad, x, weight, eps),
-    check=_check_rms_norm,
-    jax_vmap_method="expand_dims",  # an unbatched weight stays one row
-    cuda_graph_safe=True,
+def _leading_dims(shape: tuple[int, ...]) -> tuple[int, ...]:
+    return shape[:-1]
+
+
+_WEIGHT = Input(
+    "weight",
+    optional=True,
+    shape=_last_dim,
+    shape_text="the last dimension of x",
+    jax_stand_in=_ones_for_weight,
+)
+_ROWS = JaxOptions(vmap_method="expand_dims")  # an unbatched weight stays one row
+
+_rms_norm = register(
+    OpSpec(
+        "rms_norm",
+        inputs=(Input("x", min_ndim=1), _WEIGHT),
+        attrs=(Attr("eps", float, minimum=0.0),),
+        vjp=lambda grad, out, x, weight, eps: _rms_norm_vjp(grad, x, weight, eps),
+        sharding="rows",
+        jax=_ROWS,
+    )
 )
 
 # The backward pieces: private ops, so that PyTorch (compiled backward included), JAX and Paddle
 # run them like any other op.
-_rms_norm_rstd = Op(
-    "rms_norm_rstd",
-    attrs=(("eps", float),),
-    output=Output(shape=lambda x: x.shape[:-1], dtype="float64"),
-    jax_vmap_method="expand_dims",
-    cuda_graph_safe=True,
+_rms_norm_rstd = register(
+    OpSpec(
+        "rms_norm_rstd",
+        inputs=(Input("x", min_ndim=1),),
+        attrs=(Attr("eps", float, minimum=0.0),),
+        output=Output(shape=lambda x: x.shape[:-1], dtype="float64"),
+        sharding="rows",
+        public=False,
+        jax=_ROWS,
+    )
 )
-_rms_norm_backward = Op(
-    "rms_norm_backward",
-    inputs=(
-        Input("grad"),
-        Input("x"),
-        Input("weight", optional=True, jax_stand_in=_ones_for_weight),
-        Input("rstd"),
-    ),
-    output=Output(like="grad"),
-    jax_vmap_method="expand_dims",
-    cuda_graph_safe=True,
+_RSTD = Input("rstd", dtype="float64", shape=_leading_dims, shape_text="the leading dimensions of x")
+_rms_norm_backward = register(
+    OpSpec(
+        "rms_norm_backward",
+        inputs=(Input("grad", min_ndim=1), Input("x"), _WEIGHT, _RSTD),
+        output=Output(like="grad"),
+        sharding="rows",
+        public=False,
+        jax=_ROWS,
+    )
 )
-_rms_norm_weight_grad = Op(
-    "rms_norm_weight_grad",
-    inputs=(Input("grad"), Input("x"), Input("rstd")),
-    output=Output(like="grad", shape=lambda grad, x, rstd: x.shape[-1:]),
-    jax_vmap_method="expand_dims",  # per-example weight gradients: one sum per batch element
-    cuda_graph_safe=True,
+_rms_norm_weight_grad = register(
+    OpSpec(
+        "rms_norm_weight_grad",
+        inputs=(Input("grad", min_ndim=1), Input("x"), _RSTD),
+        output=Output(like="grad", shape=lambda grad, x, rstd: x.shape[-1:]),
+        sharding="rows",
+        public=False,
+        jax=_ROWS,  # per-example weight gradients: one sum per batch element
+    )
 )
 
 
 def _rms_norm_vjp(grad: Any, x: Any, weight: Any, eps: float) -> tuple[Any, Any]:
     rstd = _rms_norm_rstd.call((x,), (eps,))
-    grad_x = _rms_norm_backward.call((grad, x, weight, rstd), ())
-    grad_weight = None if weight is None else _rms_norm_weight_grad.call((grad, x, rstd), ())
+    grad_x = _rms_norm_backward.call((grad, x, weight, rstd))
+    grad_weight = None if weight is None else _rms_norm_weight_grad.call((grad, x, rstd))
     return grad_x, grad_weight
 
 
@@ -206,13 +189,12 @@ def rms_norm(
         ``out``, or a new contiguous array like ``x``. Differentiable in ``x`` and ``weight``
         (PyTorch, JAX, Paddle); works under ``torch.compile``, ``jax.jit`` and ``jax.vmap``.
     """
-    return _rms_norm.call((x, weight), (_real_scalar(eps, "eps"),), out)
+    return _rms_norm.call((x, weight), (eps,), out)
 
 
-# ---------------------------------------------------------------------------------------------
-# flatnonzero: an output whose size depends on the data, allocated by the library
-# ---------------------------------------------------------------------------------------------
-_flatnonzero = Op("flatnonzero", output=Output(dtype="int64", allocated_by_library=True))
+# ===== op: flatnonzero =====
+# An output whose size depends on the data, allocated by the library.
+_flatnonzero = register(OpSpec("flatnonzero", output=Output(dtype="int64", allocated_by_library=True)))
 
 
 def flatnonzero(x: ArrayT) -> ArrayT:
@@ -232,19 +214,20 @@ def flatnonzero(x: ArrayT) -> ArrayT:
     Returns:
         A 1-D int64 array of the caller's framework and device.
     """
-    return _flatnonzero.call((x,), ())
+    return _flatnonzero.call((x,))
 
 
-# ---------------------------------------------------------------------------------------------
-# l2_norm: a two-pass reduction that needs scratch memory
-# ---------------------------------------------------------------------------------------------
-_l2_norm = Op(
-    "l2_norm",
-    output=Output(shape=lambda x: ()),
-    # d|x|/dx = x / |x| (NaN at x = 0, as jnp.linalg.norm's gradient)
-    vjp=lambda grad, out, x: (x * (grad / out),),
-    workspace="l2_norm_workspace_bytes",
-    cuda_graph_safe=True,
+# ===== op: l2_norm =====
+# A two-pass reduction that needs scratch memory.
+_l2_norm = register(
+    OpSpec(
+        "l2_norm",
+        output=Output(shape=lambda x: ()),
+        # d|x|/dx = x / |x| (NaN at x = 0, as jnp.linalg.norm's gradient)
+        vjp=lambda grad, out, x: (x * (grad / out),),
+        workspace="l2_norm_workspace_bytes",
+        sharding="reduction",
+    )
 )
 
 
@@ -264,4 +247,9 @@ def l2_norm(x: ArrayT) -> ArrayT:
         A 0-d array of the caller's framework, device and dtype. Differentiable; under
         ``jax.vmap`` one norm per batch element.
     """
-    return _l2_norm.call((x,), ())
+    return _l2_norm.call((x,))
+
+
+# ===== end of ops =====
+OPS: tuple[OpSpec, ...] = registered_specs()
+"""Every declared op, in declaration order (``spec.public`` tells the public ones)."""

@@ -1,0 +1,170 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The call path every op shares: which framework an argument is from, and the eager call.
+
+``register(spec)`` binds a declaration to the library and to every framework, once, and returns
+the callable the public function calls. A call classifies its first array (once per type), checks
+the scalar attributes against their declared types, and then either hands the call to the
+framework's own machinery (autograd, tracing, XLA) or runs it eagerly: allocate the output with
+the framework, call the library on the framework's stream.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import _cupy, _jax, _numpy, _paddle, _torch
+from ._adapter import Adapter
+from ._op import Op
+from ._spec import OpSpec
+
+# Adding a framework: a module with an Adapter subclass, and its ADAPTER here.
+ADAPTERS: tuple[Adapter, ...] = (_numpy.ADAPTER, _torch.ADAPTER, _jax.ADAPTER, _paddle.ADAPTER, _cupy.ADAPTER)
+
+SUPPORTED_TYPES = "numpy.ndarray, torch.Tensor, jax.Array, paddle.Tensor or cupy.ndarray"
+
+_REGISTERED: dict[str, Op] = {}
+
+# type(array) -> its framework's adapter, filled on first sight of each type.
+_BY_TYPE: dict[type, Adapter] = {}
+
+
+def adapter_of(obj: Any, arg_name: str) -> Adapter:
+    """The adapter of array ``obj``; ``TypeError`` naming ``arg_name`` if it is not an array the
+    library accepts."""
+    cls = type(obj)
+    adapter = _BY_TYPE.get(cls)
+    if adapter is not None:
+        return adapter
+    for candidate in ADAPTERS:
+        array_type = candidate.array_type()  # None unless the framework is imported
+        # isinstance, not issubclass: jax.Array recognises its tracers by instance only.
+        if array_type is not None and isinstance(obj, array_type):
+            candidate.check_type(cls, arg_name)
+            _BY_TYPE[cls] = candidate
+            return candidate
+    name = cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
+    raise TypeError(f"{arg_name} must be an array ({SUPPORTED_TYPES}); got {name}")
+
+
+class Dispatcher:
+    """``op`` as the public function calls it: ``dispatcher.call(inputs, attrs, out)``, with the
+    inputs and the scalar attributes each a tuple in ABI order."""
+
+    def __init__(self, op: Op) -> None:
+        self.op = op
+
+    def __repr__(self) -> str:
+        return f"<dispatcher of {self.op!r}>"
+
+    # [op_call.begin]
+    def call(self, inputs: tuple[Any, ...], attrs: tuple[Any, ...] = (), out: Any = None) -> Any:
+        op = self.op
+        attrs = op.convert_attrs(attrs)
+        x = inputs[0]
+        adapter = _BY_TYPE.get(type(x)) or adapter_of(x, op.input_names[0])
+        if len(inputs) > 1:
+            _check_other_inputs(op, inputs)
+        if out is not None:
+            if op.spec.output.allocated_by_library:
+                raise TypeError(f"{op.name} has no out=: the size of its result depends on the data")
+            if type(out) is not type(x):  # same type as x: same framework, checked by it
+                out_adapter = adapter_of(out, "out")
+                if out_adapter is not adapter:
+                    out_adapter.check_out(out, "out")
+        if adapter.takes_call(op, inputs):
+            return adapter.call(op, inputs, attrs, out)
+        if op.plain:  # the common case, kept lean: it is every eager call's host overhead
+            if out is None:
+                out = (
+                    adapter.empty(inputs[op.like_index])
+                    if op.output_is_like_input
+                    else adapter.empty(inputs[op.like_index], op.output_shape(inputs), op.spec.output.dtype)
+                )
+            try:
+                if adapter.sets_stream:
+                    adapter.invoke(x, op.fn, out, *inputs, *attrs)
+                else:
+                    op.fn(out, *inputs, *attrs)
+            except BufferError:
+                _retry_converted(adapter, x, op.fn, (out, *inputs), op.out_and_input_names, attrs)
+            return out
+        return _call_special(adapter, op, inputs, attrs, out)
+
+    # [op_call.end]
+
+
+def register(spec: OpSpec) -> Dispatcher:
+    """Bind ``spec`` to the library and register it with every framework (PyTorch custom ops,
+    JAX XLA targets). Call once per op, from ``ops.py``."""
+    op = Op(spec)
+    for adapter in ADAPTERS:
+        adapter.register(op)
+    _REGISTERED[spec.name] = op
+    return Dispatcher(op)
+
+
+def registered_specs() -> tuple[OpSpec, ...]:
+    """The declaration of every registered op, in registration order."""
+    return tuple(op.spec for op in _REGISTERED.values())
+
+
+def _check_other_inputs(op: Op, inputs: tuple[Any, ...]) -> None:
+    """Every input is an array, or None where optional: a TypeError naming it otherwise."""
+    for spec, t in zip(op.spec.inputs[1:], inputs[1:], strict=True):
+        if t is None:
+            if not spec.optional:
+                raise TypeError(f"{spec.name} must be an array; got None")
+        elif type(t) not in _BY_TYPE:
+            adapter_of(t, spec.name)
+
+
+def _call_special(adapter: Adapter, op: Op, inputs: tuple[Any, ...], attrs: tuple[Any, ...], out: Any) -> Any:
+    """Ops whose output the library allocates, and ops with a workspace."""
+    x = inputs[0]
+    if op.spec.output.allocated_by_library:
+        return adapter.adopt(_invoke(adapter, x, op.fn, inputs, op.input_names, attrs))
+    if out is None:
+        out = adapter.empty(inputs[op.like_index], op.output_shape(inputs), op.spec.output.dtype)
+    if adapter.needs_explicit_workspace:
+        assert op.workspace_bytes is not None, "only ops with a workspace get here"
+        assert op.fn_with_workspace is not None, "only ops with a workspace get here"
+        nbytes = op.workspace_bytes(_numel(x.shape), max(_numel(out.shape), 1))
+        workspace = adapter.empty(x, (nbytes,), "uint8")
+        names = ("out", "workspace", *op.input_names)
+        _invoke(adapter, x, op.fn_with_workspace, (out, workspace, *inputs), names, attrs)
+    else:
+        _invoke(adapter, x, op.fn, (out, *inputs), op.out_and_input_names, attrs)
+    return out
+
+
+def _invoke(
+    adapter: Adapter, x: Any, fn: Any, arrays: tuple[Any, ...], names: tuple[str, ...], attrs: tuple[Any, ...]
+) -> Any:
+    """``fn(*arrays, *attrs)`` on the stream of ``x``'s framework and device."""
+    try:
+        if adapter.sets_stream:
+            return adapter.invoke(x, fn, *arrays, *attrs)
+        return fn(*arrays, *attrs)
+    except BufferError:
+        return _retry_converted(adapter, x, fn, arrays, names, attrs)
+
+
+def _retry_converted(
+    adapter: Adapter, x: Any, fn: Any, arrays: tuple[Any, ...], names: tuple[str, ...], attrs: tuple[Any, ...]
+) -> Any:
+    # The call was refused at argument conversion, before any kernel ran: NumPy exports read-only
+    # and bfloat16 arrays only through the versioned DLPack protocol. Inputs are converted before
+    # outputs, so that an input the library cannot take is what the error names.
+    order = sorted(range(len(arrays)), key=lambda i: names[i] in ("out", "workspace"))
+    converted: list[Any] = list(arrays)
+    for i in order:
+        if arrays[i] is not None:
+            converted[i] = adapter_of(arrays[i], names[i]).ffi_arg(arrays[i], names[i])
+    return adapter.invoke(x, fn, *converted, *attrs)
+
+
+def _numel(shape: Any) -> int:
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n

@@ -1,0 +1,119 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Op declarations: what an exported function takes and returns, as data.
+
+Nothing here knows a framework or the compiled library. ``ops.py`` declares each op as an
+:class:`OpSpec`; ``_dispatch.register`` binds it to the library and to every framework.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+Shape = tuple[int, ...]
+
+FLOATING_DTYPES = ("float16", "bfloat16", "float32", "float64")
+
+
+@dataclass(frozen=True)
+class Input:
+    """A tensor argument, in ABI order.
+
+    Every input after the first has the first input's dtype unless ``dtype`` names another, and
+    the first input's shape unless ``shape`` maps the first input's shape to the one expected.
+    These rules are checked in Python only where the library cannot check them itself (JAX
+    tracing, PyTorch fake tensors); eager calls are checked in C++.
+
+    ``shape_text`` says in words what ``shape`` computes, for the error message.
+
+    ``optional`` inputs may be ``None`` (``ffi::Optional`` at the ABI). XLA calls have no
+    absent buffer, so for JAX an absent optional input becomes ``jax_stand_in(first_input)``: a
+    value with the same effect (ones for a weight).
+    """
+
+    name: str
+    optional: bool = False
+    dtype: str | None = None
+    shape: Callable[[Shape], Shape] | None = None
+    shape_text: str = ""
+    min_ndim: int = 0
+    jax_stand_in: Callable[[Any], Any] | None = None
+
+
+@dataclass(frozen=True)
+class Attr:
+    """A scalar argument after the inputs: ``type`` is ``float``, ``int`` or ``bool``.
+
+    Values are checked and converted from the declared type in one place (``_op.convert_attrs``);
+    ``minimum`` is an inclusive lower bound.
+    """
+
+    name: str
+    type: type
+    minimum: float | None = None
+
+
+@dataclass(frozen=True)
+class Output:
+    """The output, on the first input's framework and device. Its shape and dtype are those of
+    the input named ``like``, unless ``shape`` (a function of the input shapes) or ``dtype`` (a
+    name) says otherwise. ``allocated_by_library``: the library allocates and returns it (its
+    size depends on the data), so there is no ``out=``."""
+
+    like: str = "x"
+    shape: Callable[..., Shape] | None = None
+    dtype: str | None = None
+    allocated_by_library: bool = False
+
+
+@dataclass(frozen=True)
+class JaxOptions:
+    """How the op becomes an XLA FFI call; read only by the JAX adapter.
+
+    ``vmap_method``: how ``jax.vmap`` batches the call (see ``jax.ffi.ffi_call``); the kernel
+    then sees every batched input with the batch as leading dimensions. ``cuda_graph_safe``: the
+    kernel neither allocates nor synchronises, so XLA may capture it in a CUDA graph.
+    """
+
+    vmap_method: str = "broadcast_all"
+    cuda_graph_safe: bool = True
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    """An exported function ``name(out, *inputs, *attrs)``, or ``name(*inputs, *attrs) -> out``
+    when the library allocates the output.
+
+    Args:
+        name: the exported function; also the JAX target ``<package>.<name>`` and the PyTorch
+            custom op ``torch.ops.<package>.<name>``.
+        inputs: the tensor arguments, in ABI order.
+        attrs: the scalar arguments after the inputs.
+        output: how the output is made.
+        vjp: ``vjp(grad_out, out, *inputs, *attrs) -> tuple of input gradients (or None)``,
+            written with public ops so it works for every framework; ``None`` if the op is not
+            differentiable.
+        workspace: name of the exported ``f(numel of x, numel of out) -> bytes`` of scratch the
+            CUDA kernel needs. The op then also exports ``<name>_with_workspace(out, workspace,
+            *inputs)`` for callers whose framework publishes no allocator.
+        dtypes: the dtypes the first input may have.
+        devices: where the library has kernels for the op (``"cpu"``, ``"cuda"``).
+        sharding: how the op treats distributed arrays: ``"elementwise"``, ``"rows"`` (the last
+            dimension whole, leading ones independent), ``"reduction"`` or ``None`` (no rule).
+        public: whether ``scale_lib.<name>`` is the op's public function (private ops are
+            pieces of another op's vjp).
+        jax: options only the JAX adapter reads.
+    """
+
+    name: str
+    inputs: tuple[Input, ...] = (Input("x"),)
+    attrs: tuple[Attr, ...] = ()
+    output: Output = field(default_factory=Output)
+    vjp: Callable[..., tuple[Any, ...]] | None = None
+    workspace: str | None = None
+    dtypes: tuple[str, ...] = FLOATING_DTYPES
+    devices: tuple[str, ...] = ("cpu", "cuda")
+    sharding: str | None = None
+    public: bool = True
+    jax: JaxOptions = field(default_factory=JaxOptions)
