@@ -145,7 +145,8 @@ void LaunchElementwise(const Fn& fn, int64_t n, cudaStream_t stream, T* out, con
           <<<GridSize(num_vecs, ew::kThreads), ew::kThreads, 0, stream>>>(fn, out, in, n);
     }
   } else {
-    ew::ScalarKernel<T, N, Fn><<<GridSize(n, ew::kThreads), ew::kThreads, 0, stream>>>(fn, out, in, n);
+    ew::ScalarKernel<T, N, Fn>
+        <<<GridSize(n, ew::kThreads), ew::kThreads, 0, stream>>>(fn, out, in, n);
   }
   CHECK_CUDA_LAUNCH();
 }

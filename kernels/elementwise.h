@@ -9,13 +9,11 @@
 // float32 storage, double for float64) and returns the output's value in C. Its parameters
 // (factors, ...) are members, converted to C once by the caller:
 //
-// [elementwise_fn.begin]
 //   template <typename C>
 //   struct ScaleFn {
 //     C factor;
 //     SCALE_LIB_HOST_DEVICE C operator()(C x) const { return x * factor; }
 //   };
-// [elementwise_fn.end]
 //
 // Launchers read every input of an element before writing its output, and each element is
 // read and written by one thread, so the output may be one of the inputs (in-place use).
