@@ -8,7 +8,7 @@ import os
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 import pytest
-from backends import ALL_BACKENDS, _module
+from backends import ALL_BACKENDS, Backend, _module
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -55,3 +55,16 @@ def fake_device_tensor():
         return tvm_ffi.from_dlpack(capsule)
 
     return make
+
+
+@pytest.fixture(scope="session")
+def large_torch():
+    """torch, where a CUDA GPU has room for inputs of more than 2^31 elements (tests marked
+    large); skipped otherwise."""
+    Backend("torch", "cuda").skip_if_unavailable()
+    import torch
+
+    free, _ = torch.cuda.mem_get_info()
+    if free < 24 * 2**30:
+        pytest.skip(f"needs 24 GiB of free GPU memory; {free / 2**30:.0f} GiB free")
+    return torch

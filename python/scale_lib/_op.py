@@ -69,6 +69,7 @@ class Op:
             kernel then sees every batched input with the batch as leading dimensions.
         cuda_graph_safe: the kernel neither allocates nor synchronises, so XLA may capture it in
             a CUDA graph.
+        public: the op has a public function ``scale_lib.<name>`` (else a private helper op).
     """
 
     def __init__(
@@ -83,6 +84,7 @@ class Op:
         dtypes: tuple[str, ...] = FLOATING_DTYPES,
         jax_vmap_method: str = "broadcast_all",
         cuda_graph_safe: bool = False,
+        public: bool = True,
     ) -> None:
         self.name = name
         self.fn = getattr(LIB, name)
@@ -96,6 +98,7 @@ class Op:
         self.dtypes = dtypes
         self.jax_vmap_method = jax_vmap_method
         self.cuda_graph_safe = cuda_graph_safe
+        self.public = public
         self.jax_target = f"scale_lib.{name}"
         self._input_names = tuple(i.name for i in inputs)
         self._first_name = self._input_names[0]

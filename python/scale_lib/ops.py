@@ -39,6 +39,7 @@ def _same_as_x(name: str, t: Any, x: Any) -> None:
         raise ValueError(f"{name} and x must have the same shape; got {tuple(t.shape)} and {tuple(x.shape)}")
 
 
+# ===== op: scale =====
 # ---------------------------------------------------------------------------------------------
 # scale
 # ---------------------------------------------------------------------------------------------
@@ -84,6 +85,7 @@ def scale(x: ArrayT, factor: float, *, out: ArrayT | None = None) -> ArrayT:
 # [scale_api.end]
 
 
+# ===== op: axpby =====
 # ---------------------------------------------------------------------------------------------
 # axpby: a kernel shipped as an embedded CUBIN
 # ---------------------------------------------------------------------------------------------
@@ -119,6 +121,7 @@ def axpby(x: ArrayT, y: ArrayT, a: float = 1.0, b: float = 1.0, *, out: ArrayT |
     return _axpby.call((x, y), (_real_scalar(a, "a"), _real_scalar(b, "b")), out)
 
 
+# ===== op: rms_norm =====
 # ---------------------------------------------------------------------------------------------
 # rms_norm: a reduction kernel, with an optional tensor argument
 # ---------------------------------------------------------------------------------------------
@@ -154,6 +157,7 @@ _rms_norm = Op(
 # run them like any other op.
 _rms_norm_rstd = Op(
     "rms_norm_rstd",
+    public=False,
     attrs=(("eps", float),),
     output=Output(shape=lambda x: x.shape[:-1], dtype="float64"),
     jax_vmap_method="expand_dims",
@@ -161,6 +165,7 @@ _rms_norm_rstd = Op(
 )
 _rms_norm_backward = Op(
     "rms_norm_backward",
+    public=False,
     inputs=(
         Input("grad"),
         Input("x"),
@@ -173,6 +178,7 @@ _rms_norm_backward = Op(
 )
 _rms_norm_weight_grad = Op(
     "rms_norm_weight_grad",
+    public=False,
     inputs=(Input("grad"), Input("x"), Input("rstd")),
     output=Output(like="grad", shape=lambda grad, x, rstd: x.shape[-1:]),
     jax_vmap_method="expand_dims",  # per-example weight gradients: one sum per batch element
@@ -209,6 +215,7 @@ def rms_norm(
     return _rms_norm.call((x, weight), (_real_scalar(eps, "eps"),), out)
 
 
+# ===== op: flatnonzero =====
 # ---------------------------------------------------------------------------------------------
 # flatnonzero: an output whose size depends on the data, allocated by the library
 # ---------------------------------------------------------------------------------------------
@@ -235,6 +242,7 @@ def flatnonzero(x: ArrayT) -> ArrayT:
     return _flatnonzero.call((x,), ())
 
 
+# ===== op: l2_norm =====
 # ---------------------------------------------------------------------------------------------
 # l2_norm: a two-pass reduction that needs scratch memory
 # ---------------------------------------------------------------------------------------------
@@ -265,3 +273,10 @@ def l2_norm(x: ArrayT) -> ArrayT:
         ``jax.vmap`` one norm per batch element.
     """
     return _l2_norm.call((x,), ())
+
+
+# ===== end of ops =====
+
+# Every Op declared above, in declaration order: adding or removing a section is the whole edit.
+OPS: tuple[Op, ...] = tuple(v for v in list(globals().values()) if isinstance(v, Op))
+"""Every declared op, in declaration order (``op.public``: has a ``scale_lib.<name>`` function)."""
