@@ -27,7 +27,7 @@ autodoc_member_order = "bysource"
 
 html_theme = "furo"
 html_title = f"scale_lib {version}"
-html_static_path = ["_static"]
+html_static_path = ["_static"] if (DOCS / "_static").is_dir() else []
 
 
 def _write_performance_tables() -> None:
@@ -37,7 +37,8 @@ def _write_performance_tables() -> None:
     render = runpy.run_path(str(DOCS.parent / "benchmarks" / "report.py"))["render"]
     generated = DOCS / "_generated"
     generated.mkdir(exist_ok=True)
-    for folder in sorted((DOCS / "_static" / "perf").iterdir()):
+    perf = DOCS / "_static" / "perf"
+    for folder in sorted(perf.iterdir()) if perf.is_dir() else []:
         (generated / f"performance_{folder.name}.md").write_text(render(folder))
 
 
