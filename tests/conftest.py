@@ -18,6 +18,14 @@ def pytest_configure(config: pytest.Config) -> None:
         jax.config.update("jax_enable_x64", True)
 
 
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """A run in which no test passed fails: everything skipped is not a success."""
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if exitstatus == 0 and reporter is not None and not reporter.stats.get("passed"):
+        reporter.write_line("error: no test passed (everything was skipped or deselected)", red=True)
+        session.exitstatus = pytest.ExitCode.NO_TESTS_COLLECTED
+
+
 def pytest_report_header(config: pytest.Config) -> list[str]:
     import scale_lib
 

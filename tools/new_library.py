@@ -34,7 +34,11 @@ OLD = "scale_lib"
 ALWAYS = "scale"  # the worked example of the docs: every library keeps it
 ANSWERS = ".copier-answers.yml"
 # Markdown blocks only the template has, and blocks (commented out) only a generated library has.
-TEMPLATE_ONLY = re.compile(r"<!-- template-only -->.*?<!-- /template-only -->\n?", re.DOTALL)
+TEMPLATE_ONLY = re.compile(
+    r"<!-- template-only -->.*?<!-- /template-only -->\n?"
+    r"|^[ \t]*# template-only:begin.*?# template-only:end[^\n]*\n",
+    re.DOTALL | re.MULTILINE,
+)
 FORK_ONLY = re.compile(r"<!-- fork-only\n(.*?)-->\n", re.DOTALL)
 CPP_SUFFIXES = {".h", ".cc", ".cu", ".cuh", ".cpp", ".hpp"}
 
@@ -93,7 +97,12 @@ def own_project(name: str) -> None:
     (ROOT / "CHANGELOG.md").write_text(
         "# Changelog\n\nNotable changes, newest first (see CONTRIBUTING.md, releasing).\n\n## Unreleased\n"
     )
-    for page in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
+    for page in [
+        ROOT / "README.md",
+        ROOT / "noxfile.py",
+        ROOT / ".ci" / "run",
+        *sorted((ROOT / "docs").rglob("*.md")),
+    ]:
         text = page.read_text()
         new = FORK_ONLY.sub(lambda m: m.group(1), TEMPLATE_ONLY.sub("", text))
         if new != text:
@@ -189,7 +198,8 @@ def apply(name: str, ops: list[str], commit: bool) -> int:
         sys.exit(f"error: --apply runs inside a copy of the template (no python/{OLD}/ops.py here)")
     prune_ops({ALWAYS, *ops})
     own_project(name)
-    Path(__file__).unlink()  # template machinery: the new project has no use for it
+    for machinery in ("tools/check_template.py", "tools/new_library.py"):
+        (ROOT / machinery).unlink()  # the template's own: the new project has no use for them
     format_files(rename_tree(name))
     if commit:
         initial_commit(name)
