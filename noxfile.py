@@ -24,7 +24,6 @@ all so that any compile error fails). For a quick local build: CUDAARCHS=native 
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -183,6 +182,8 @@ def template(session: nox.Session) -> None:
     """Generate libraries from this template (minimal, and with two example ops), remove an op
     from one, update one from an older template commit; lint, test and build the docs of each
     (tools/check_template.py; pass e.g. `-- --only update`)."""
+    import re
+
     # The formatters at the versions the lint pins: generated libraries are formatted with them.
     pins = re.findall(r"\b(?:ruff|clang-format)==[\w.]+", (ROOT / ".pre-commit-config.yaml").read_text())
     session.install("copier>=9.4,<10", "pre-commit>=3", *sorted(set(pins)))
