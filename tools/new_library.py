@@ -104,7 +104,7 @@ def own_project(name: str) -> None:
         *sorted((ROOT / "docs").rglob("*.md")),
     ]:
         text = page.read_text()
-        new = FORK_ONLY.sub(lambda m: m.group(1), TEMPLATE_ONLY.sub("", text))
+        new = FORK_ONLY.sub(lambda m: m.group(1), TEMPLATE_ONLY.sub("", text)).rstrip("\n") + "\n"
         if new != text:
             page.write_text(new)
     init = ROOT / "python" / OLD / "__init__.py"
