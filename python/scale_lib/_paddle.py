@@ -23,6 +23,8 @@ class PaddleAdapter(Adapter):
         return None if paddle is None else paddle.Tensor
 
     def takes_call(self, op: Op, inputs: tuple[Any, ...]) -> bool:
+        if _any_distributed(inputs):  # refused by call(); see "Auto-parallel" below
+            return True
         # An integer result (indices) has no gradient: nothing for autograd to see.
         if not op.output_has_gradient:
             return False
@@ -32,6 +34,7 @@ class PaddleAdapter(Adapter):
         )
 
     def call(self, op: Op, inputs: tuple[Any, ...], attrs: tuple[Any, ...], out: Any) -> Any:
+        _refuse_distributed(op, inputs)
         if out is not None:
             raise ValueError(
                 "out= does not support autograd, and an input requires grad (stop_gradient=False): "
@@ -92,3 +95,31 @@ def _shape_dtype(op: Op, inputs: tuple[Any, ...]) -> tuple[Shape | None, str | N
     if op.output_is_like_input:
         return None, None
     return op.output_shape(inputs), op.spec.output.dtype
+
+
+# =============================================================================================
+# Auto-parallel: distributed tensors are refused
+# =============================================================================================
+# Paddle runs an operator on distributed tensors (paddle.distributed.shard_tensor) through the
+# operator's SPMD rule, which only Paddle's own operators and C++ custom operators built with
+# Paddle can declare; a TVM-FFI function called from Python cannot. A distributed tensor's
+# DLPack export is not its local shard, so passing it on would compute the wrong values: it is
+# refused, and the ops run on each rank's shard under paddle.distributed.local_map.
+def _any_distributed(inputs: tuple[Any, ...]) -> bool:
+    # A plain loop: any() over a generator costs a few hundred ns on every eager call. Other
+    # inputs may be arrays of another framework.
+    tensor = sys.modules["paddle"].Tensor
+    for t in inputs:  # noqa: SIM110
+        if isinstance(t, tensor) and t.is_dist():
+            return True
+    return False
+
+
+def _refuse_distributed(op: Op, inputs: tuple[Any, ...]) -> None:
+    for spec, t in zip(op.spec.inputs, inputs, strict=True):
+        if isinstance(t, sys.modules["paddle"].Tensor) and t.is_dist():
+            raise ValueError(
+                f"{spec.name} is a Paddle distributed tensor; scale_lib ops have no Paddle "
+                "auto-parallel (SPMD) rule. Call the op on each rank's shard with "
+                "paddle.distributed.local_map"
+            )
