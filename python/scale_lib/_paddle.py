@@ -23,12 +23,13 @@ class PaddleAdapter(Adapter):
         return None if paddle is None else paddle.Tensor
 
     def takes_call(self, op: Op, inputs: tuple[Any, ...]) -> bool:
-        if _any_distributed(inputs):  # refused by call(); see "Auto-parallel" below
-            return True
+        paddle = sys.modules["paddle"]
+        for t in inputs:  # distributed tensors are refused by call(); see "Auto-parallel" below
+            if isinstance(t, paddle.Tensor) and t.is_dist():
+                return True
         # An integer result (indices) has no gradient: nothing for autograd to see.
         if not op.output_has_gradient:
             return False
-        paddle = sys.modules["paddle"]
         return any(isinstance(t, paddle.Tensor) and not t.stop_gradient for t in inputs) and (
             paddle.is_grad_enabled()
         )
@@ -105,16 +106,6 @@ def _shape_dtype(op: Op, inputs: tuple[Any, ...]) -> tuple[Shape | None, str | N
 # Paddle can declare; a TVM-FFI function called from Python cannot. A distributed tensor's
 # DLPack export is not its local shard, so passing it on would compute the wrong values: it is
 # refused, and the ops run on each rank's shard under paddle.distributed.local_map.
-def _any_distributed(inputs: tuple[Any, ...]) -> bool:
-    # A plain loop: any() over a generator costs a few hundred ns on every eager call. Other
-    # inputs may be arrays of another framework.
-    tensor = sys.modules["paddle"].Tensor
-    for t in inputs:  # noqa: SIM110
-        if isinstance(t, tensor) and t.is_dist():
-            return True
-    return False
-
-
 def _refuse_distributed(op: Op, inputs: tuple[Any, ...]) -> None:
     for spec, t in zip(op.spec.inputs, inputs, strict=True):
         if isinstance(t, sys.modules["paddle"].Tensor) and t.is_dist():
