@@ -4,11 +4,13 @@ shares: scalar attributes from their declared types, and the declared input rule
 arrays (JAX tracers, PyTorch fake tensors) that never reach the library's own checks.
 
 Nothing here knows a framework: the adapters (``_numpy.py``, ``_torch.py``, ...) receive an
-:class:`Op` and decide how to run it.
+:class:`Op` and decide how to run it. :func:`sharding_of` reads, from the declaration, what the
+distributed-array rules of ``_torch.py`` and ``_jax.py`` need.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 import sys
@@ -246,3 +248,77 @@ def _reject_tracer(value: Any, name: str) -> None:
             "compile-time attribute of the XLA call. Under jax.jit, close over it or mark it "
             "static (static_argnums)"
         )
+
+
+# ---------------------------------------------------------------------------------------------
+# Distributed arrays: what the sharding rules (``_torch.py``, ``_jax.py``) read from a declaration
+# ---------------------------------------------------------------------------------------------
+SHARDING_KINDS = ("elementwise", "rows", "reduction", None)
+
+_PROBE_BASE = 1000  # distinct sizes for probing a declared shape rule: 1001, 1002, ...
+
+
+class Sharding:
+    """``spec``'s ``sharding`` kind with what its rules need, derived from the declaration.
+
+    ``per_feature[i]``: input ``i`` holds one value per feature, the last dimension of the first
+    input (its declared ``shape`` rule gives that dimension: a weight, a bias); every other input
+    has the first input's shape or (``"rows"`` ops) its leading dimensions. Shape rules are
+    probed with distinct sizes, so a new op's rules come from its declaration alone.
+    """
+
+    def __init__(self, spec: OpSpec) -> None:
+        if spec.sharding not in SHARDING_KINDS:
+            raise ValueError(
+                f"{spec.name}: unknown sharding kind {spec.sharding!r}; expected one of {SHARDING_KINDS}"
+            )
+        self.spec = spec
+        self.kind = spec.sharding
+        self.linear = spec.linear
+        probe = _probe_shape(3)
+        per_feature = []
+        for i in spec.inputs[1:]:
+            shape = probe if i.shape is None else tuple(i.shape(probe))
+            if self.kind == "elementwise" and shape != probe:
+                raise ValueError(
+                    f"{spec.name}: an elementwise op's input {i.name} must have the first input's shape"
+                )
+            if self.kind == "rows" and shape not in (probe, probe[:-1], probe[-1:]):
+                raise ValueError(
+                    f"{spec.name}: a rows op's input {i.name} must have the first input's shape, its "
+                    "leading dimensions or its last dimension"
+                )
+            per_feature.append(shape == probe[-1:])
+        self.per_feature = (False, *per_feature)
+
+    def output_dims(self, ndim: int) -> list[int | None]:
+        """For each output dimension, the dimension of the first input (of ``ndim`` dimensions)
+        it comes from; ``None`` where it comes from none (a reduced or new dimension)."""
+        probe = _probe_shape(ndim)
+        inputs = [
+            _Probe(probe if i.shape is None else tuple(i.shape(probe)), i.dtype) for i in self.spec.inputs
+        ]
+        output = self.spec.output
+        if output.shape is None:
+            shape = inputs[[i.name for i in self.spec.inputs].index(output.like)].shape
+        else:
+            shape = tuple(output.shape(*inputs))
+        return [probe.index(n) if n in probe else None for n in shape]
+
+
+class _Probe:
+    """An array as a shape rule sees it."""
+
+    def __init__(self, shape: Shape, dtype: str | None) -> None:
+        self.shape, self.ndim, self.dtype = shape, len(shape), dtype
+
+
+def _probe_shape(ndim: int) -> Shape:
+    return tuple(_PROBE_BASE + 1 + d for d in range(ndim))
+
+
+@functools.cache
+def sharding_of(op: Op) -> Sharding:
+    """The sharding of ``op``'s declaration (``ValueError`` for an unknown kind or an input the
+    kind cannot place), derived once."""
+    return Sharding(op.spec)

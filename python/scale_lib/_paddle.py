@@ -24,15 +24,19 @@ class PaddleAdapter(Adapter):
         return None if paddle is None else paddle.Tensor
 
     def takes_call(self, op: Op, inputs: tuple[Any, ...]) -> bool:
+        paddle = sys.modules["paddle"]
+        for t in inputs:  # distributed tensors are refused by call(); see "Auto-parallel" below
+            if isinstance(t, paddle.Tensor) and t.is_dist():
+                return True
         # An integer result (indices) has no gradient: nothing for autograd to see.
         if not op.output_has_gradient:
             return False
-        paddle = sys.modules["paddle"]
         return any(isinstance(t, paddle.Tensor) and not t.stop_gradient for t in inputs) and (
             paddle.is_grad_enabled()
         )
 
     def call(self, op: Op, inputs: tuple[Any, ...], attrs: tuple[Any, ...], out: Any) -> Any:
+        _refuse_distributed(op, inputs)
         if out is not None:
             raise ValueError(
                 "out= does not support autograd, and an input requires grad (stop_gradient=False): "
@@ -105,3 +109,21 @@ def _shape_dtype(op: Op, inputs: tuple[Any, ...]) -> tuple[Shape | None, str | N
     if op.output_is_like_input:
         return None, None
     return op.output_shape(inputs), op.spec.output.dtype
+
+
+# =============================================================================================
+# Auto-parallel: distributed tensors are refused
+# =============================================================================================
+# Paddle runs an operator on distributed tensors (paddle.distributed.shard_tensor) through the
+# operator's SPMD rule, which only Paddle's own operators and C++ custom operators built with
+# Paddle can declare; a TVM-FFI function called from Python cannot. A distributed tensor's
+# DLPack export is not its local shard, so passing it on would compute the wrong values: it is
+# refused, and the ops run on each rank's shard under paddle.distributed.local_map.
+def _refuse_distributed(op: Op, inputs: tuple[Any, ...]) -> None:
+    for spec, t in zip(op.spec.inputs, inputs, strict=True):
+        if isinstance(t, sys.modules["paddle"].Tensor) and t.is_dist():
+            raise ValueError(
+                f"{spec.name} is a Paddle distributed tensor; scale_lib ops have no Paddle "
+                "auto-parallel (SPMD) rule. Call the op on each rank's shard with "
+                "paddle.distributed.local_map"
+            )

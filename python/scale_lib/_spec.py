@@ -106,8 +106,18 @@ class OpSpec:
             *inputs)`` for callers whose framework publishes no allocator.
         dtypes: the dtypes the first input may have.
         devices: where the library has kernels for the op (``"cpu"``, ``"cuda"``).
-        sharding: how the op treats distributed arrays: ``"elementwise"``, ``"rows"`` (the last
-            dimension whole, leading ones independent), ``"reduction"`` or ``None`` (no rule).
+        sharding: how the op treats distributed arrays (PyTorch ``DTensor``, JAX ``jax.jit``
+            over sharded arrays): ``"elementwise"`` (inputs of the first input's shape, every
+            element independent), ``"rows"`` (the last dimension whole, leading ones
+            independent), ``"reduction"`` (one value from the whole array) or ``None`` (no rule:
+            distributed arrays are refused). Under ``"rows"`` an input whose ``shape`` rule
+            gives the last dimension of the first input holds one value per feature (a weight)
+            and is used whole; every other input must have the first input's shape or its
+            leading dimensions. The rules are in ``_torch.py`` and ``_jax.py``.
+        linear: the op is linear in its tensor inputs jointly (``f(x + x') = f(x) + f(x')``,
+            ``scale``, ``axpby``), so inputs held as partial sums or averages across devices
+            (PyTorch ``Partial``) give an output that stays partial, without communication.
+            Only ``"elementwise"`` ops read it.
         public: whether ``scale_lib.<name>`` is the op's public function (private ops are
             pieces of another op's vjp).
         jax: options only the JAX adapter reads.
@@ -122,5 +132,6 @@ class OpSpec:
     dtypes: tuple[str, ...] = FLOATING_DTYPES
     devices: tuple[str, ...] = ("cpu", "cuda")
     sharding: str | None = None
+    linear: bool = False
     public: bool = True
     jax: JaxOptions = field(default_factory=JaxOptions)

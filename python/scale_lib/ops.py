@@ -26,6 +26,7 @@ _scale = register(
         attrs=(Attr("factor", float),),
         vjp=lambda grad, out, x, factor: (scale(grad, factor),),  # d(x * f)/dx = f
         sharding="elementwise",
+        linear=True,
     )
 )
 # [scale_op.end]
@@ -70,6 +71,7 @@ _axpby = register(
         attrs=(Attr("a", float), Attr("b", float)),
         vjp=lambda grad, out, x, y, a, b: (scale(grad, a), scale(grad, b)),
         sharding="elementwise",
+        linear=True,  # in (x, y) jointly
     )
 )
 
