@@ -38,7 +38,8 @@ def _write_performance_tables() -> None:
     generated = DOCS / "_generated"
     generated.mkdir(exist_ok=True)
     for folder in sorted((DOCS / "_static" / "perf").iterdir()):
-        (generated / f"performance_{folder.name}.md").write_text(render(folder))
+        images = f"_static/perf/{folder.name}"  # as the performance page finds them
+        (generated / f"performance_{folder.name}.md").write_text(render(folder, images))
 
 
 _write_performance_tables()
