@@ -500,21 +500,50 @@ def _decode_inputs(device: str, batch: int) -> tuple[Any, Any, Any]:
     return tuple(t.to(device, torch.bfloat16) for t in (x, w1, w2))  # type: ignore[return-value]
 
 
-def _graph_replay(fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[Fn, Any]:
-    """``fn(*args)`` captured in a CUDA graph: (replay, the captured output)."""
+def _eager(step: Callable[..., Any], args: tuple[Any, ...]) -> tuple[Fn, Any]:
+    return (lambda: step(*args)), step(*args)
+
+
+def _cuda_graph(step: Callable[..., Any], args: tuple[Any, ...]) -> tuple[Fn, Any]:
+    """``step(*args)`` captured in a CUDA graph: (replay, the captured output, replayed once)."""
     import torch
 
     side = torch.cuda.Stream()  # warm up off the default stream, as capture requires
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
         for _ in range(3):
-            fn(*args)
+            step(*args)
     torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        out = fn(*args)
+        out = step(*args)
     graph.replay()
+    torch.cuda.synchronize()
     return graph.replay, out
+
+
+def _compiled(step: Callable[..., Any], args: tuple[Any, ...]) -> tuple[Fn, Any]:
+    """``step`` under torch.compile(mode="reduce-overhead"), whole (fullgraph) and replayed from
+    a CUDA graph: RuntimeError if inductor fell back to running it without one."""
+    import torch
+
+    torch._dynamo.reset()
+    skips = torch._dynamo.utils.counters["inductor"]["cudagraph_skips"]
+    compiled = torch.compile(step, mode="reduce-overhead", fullgraph=True, dynamic=False)
+
+    def run() -> Any:
+        torch.compiler.cudagraph_mark_step_begin()
+        return compiled(*args)
+
+    for _ in range(3):  # the first calls record, the later ones replay
+        out = run()
+    torch.cuda.synchronize()
+    if torch._dynamo.utils.counters["inductor"]["cudagraph_skips"] != skips:
+        raise RuntimeError("torch.compile ran the step without a CUDA graph (cudagraph skip)")
+    return run, out
+
+
+MODES = {"eager": _eager, "cuda graph": _cuda_graph, "torch.compile reduce-overhead": _compiled}
 
 
 def run_decode(device: str, sample_s: float, repeats: int, quick: bool) -> list[dict[str, Any]]:
@@ -522,41 +551,21 @@ def run_decode(device: str, sample_s: float, repeats: int, quick: bool) -> list[
 
     rows = []
     sync = (lambda r: torch.cuda.synchronize()) if device == "cuda" else None
+    modes = MODES if device == "cuda" else {"eager": _eager}  # graphs are CUDA's
     for batch in DECODE_BATCHES[:1] if quick else DECODE_BATCHES:
         args = _decode_inputs(device, batch)
         expected = decode_step_torch(*args).float()
-        modes: dict[str, dict[str, Fn]] = {"eager": {name: lambda f=f: f(*args) for name, f in STEPS.items()}}
-        checks: dict[str, dict[str, Any]] = {}
-        if device == "cuda":
-            modes["cuda graph"] = {}
-            for name, f in STEPS.items():
-                replay, out = _graph_replay(f, args)
-                torch.cuda.synchronize()
-                checks.setdefault("cuda graph", {})[name] = _close(out, expected)
-                modes["cuda graph"][name] = replay
-            modes["torch.compile reduce-overhead"] = {}
-            counters = torch._dynamo.utils.counters
-            for name, f in STEPS.items():
-                torch._dynamo.reset()
-                skips = counters["inductor"]["cudagraph_skips"]  # a skip is a fallback to no graph
-                compiled = torch.compile(f, mode="reduce-overhead", fullgraph=True, dynamic=False)
-                for _ in range(3):  # records, then replays
-                    torch.compiler.cudagraph_mark_step_begin()
-                    out = compiled(*args)
-                torch.cuda.synchronize()
-                checks.setdefault("torch.compile reduce-overhead", {})[name] = _close(out, expected) and (
-                    counters["inductor"]["cudagraph_skips"] == skips
-                )
-
-                def step(c: Any = compiled) -> Any:
-                    torch.compiler.cudagraph_mark_step_begin()
-                    return c(*args)
-
-                modes["torch.compile reduce-overhead"][name] = step
-        for name, f in STEPS.items():
-            checks.setdefault("eager", {})[name] = _close(f(*args), expected)
-        for mode, impls in modes.items():
-            timings = per_call_us(impls, sample_s, repeats, sync)
+        for mode, prepare in modes.items():
+            impls: dict[str, Fn] = {}
+            works: dict[str, bool] = {}  # right result, and captured where the mode captures
+            errors: dict[str, str] = {}
+            for name, step in STEPS.items():
+                try:
+                    impls[name], out = prepare(step, args)
+                    works[name] = _close(out, expected)
+                except Exception as err:  # noqa: BLE001 - recorded: the report marks the mode missed
+                    works[name], errors[name] = False, f"{type(err).__name__}: {err}"[:500]
+            timings = per_call_us(impls, sample_s, repeats, sync) if impls else {}
             rows.append(
                 {
                     "array": f"torch {device}",
@@ -564,12 +573,13 @@ def run_decode(device: str, sample_s: float, repeats: int, quick: bool) -> list[
                     "batch": batch,
                     "shape": [batch, HIDDEN],
                     "dtype": "bfloat16",
-                    "works": checks[mode],  # right result, and captured where the mode captures
+                    "works": works,
+                    "errors": errors,
                     "impls": [{"label": name, **t} for name, t in timings.items()],
                 }
             )
             cells = ", ".join(f"{name} {t['median_us']:.2f}" for name, t in timings.items())
-            print(f"decode torch {device} B={batch:<3d} {mode:30s} {cells}", flush=True)
+            print(f"decode torch {device} B={batch:<3d} {mode:30s} {cells} {errors or ''}", flush=True)
     return rows
 
 
@@ -613,6 +623,14 @@ def build_nanobind(build_dir: Path) -> Any:
     import scale_nb
 
     return scale_nb
+
+
+def nanobind_or_none(build_dir: Path) -> Any:
+    try:
+        return build_nanobind(build_dir)
+    except (subprocess.CalledProcessError, ImportError, OSError) as err:
+        print(f"no nanobind baseline: its build failed ({err})")
+        return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -673,7 +691,11 @@ def plot(data: dict[str, Any], out_dir: Path) -> Path | None:
 
 def main() -> None:
     args = common.parse_args(__doc__)
-    nb = None if args.quick else build_nanobind(Path(os.environ.get("SCALE_NB_BUILD", "/tmp/scale_nb_build")))
+    nb = (
+        None
+        if args.quick
+        else nanobind_or_none(Path(os.environ.get("SCALE_NB_BUILD", "/tmp/scale_nb_build")))
+    )
     sample_s, repeats = (0.001, 3) if args.quick else (0.004, args.repeats or 25)
     started = time.perf_counter()
     calls = []

@@ -269,19 +269,23 @@ def _decode_section(rows: list[dict], capture: list[dict]) -> list[str]:
     met = []
     for r in rows:
         t = {i["label"]: i["median_us"] for i in r["impls"]}
-        ok = t["scale_lib"] < t["torch"] and all(r["works"].values())
+        ours, theirs = t.get("scale_lib"), t.get("torch")
+        timed = ours is not None and theirs is not None
+        ok = timed and ours < theirs and all(r["works"].values())
         met.append(ok)
         broken = [name for name, works in r["works"].items() if not works]
-        note = f" ({', '.join(broken)}: wrong result or not captured)" if broken else ""
+        errors = r.get("errors", {})
+        note = "; ".join(f"{name}: {errors.get(name, 'wrong result')}" for name in broken)
+        note = note.replace("|", "/").replace("\n", " ")  # inside a table cell
         out.append(
             _row(
                 r["array"],
                 r["mode"],
                 r["batch"],
-                f"{t['scale_lib']:.2f}",
-                f"{t['torch']:.2f}",
-                f"{t['torch'] / t['scale_lib']:.2f}x",
-                _mark(ok) + note,
+                _us({"median_us": ours} if ours is not None else None),
+                _us({"median_us": theirs} if theirs is not None else None),
+                f"{theirs / ours:.2f}x" if timed else "-",
+                _mark(ok) + (f" ({note})" if note else ""),
             )
         )
     missed = [f"{r['array']} {r['mode']} B={r['batch']}" for r, ok in zip(rows, met, strict=True) if not ok]
