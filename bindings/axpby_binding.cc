@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ABI of axpby: axpby(out, x, y, a, b). Routing only; the math is in kernels/.
 #include "axpby.h"
 
@@ -9,4 +10,4 @@ void Axpby(ffi::TensorView out, ffi::TensorView x, ffi::TensorView y, double a, 
 
 }  // namespace scale_lib
 
-TVM_FFI_DLL_EXPORT_TYPED_FUNC(axpby, scale_lib::Axpby);
+SCALE_LIB_EXPORT(axpby, scale_lib::Axpby, "out", "x, y, a, b", "out=x, out=y");

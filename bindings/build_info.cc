@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // build_info(): how this copy of the library was built, for scale_lib.build_info() and bug reports.
 #include <tvm/ffi/container/map.h>
 #include <tvm/ffi/string.h>
@@ -21,4 +22,4 @@ ffi::Map<ffi::String, ffi::Any> BuildInfo() {
 
 }  // namespace scale_lib
 
-TVM_FFI_DLL_EXPORT_TYPED_FUNC(build_info, scale_lib::BuildInfo);
+SCALE_LIB_EXPORT(build_info, scale_lib::BuildInfo, "", "", "");

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ABI of flatnonzero: flatnonzero(x) -> int64 tensor. The one op that returns a tensor: its
 // size depends on the data. Routing only; the math is in kernels/.
 #include "flatnonzero.h"
@@ -10,4 +11,4 @@ ffi::Tensor FlatNonzero(ffi::TensorView x) {
 
 }  // namespace scale_lib
 
-TVM_FFI_DLL_EXPORT_TYPED_FUNC(flatnonzero, scale_lib::FlatNonzero);
+SCALE_LIB_EXPORT(flatnonzero, scale_lib::FlatNonzero, "", "x", "");

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ABI of rms_norm and its backward pieces. Routing only; the math is in kernels/.
 #include "rms_norm.h"
 
@@ -26,7 +27,9 @@ void RmsNormWeightGrad(ffi::TensorView grad_weight, ffi::TensorView grad, ffi::T
 
 }  // namespace scale_lib
 
-TVM_FFI_DLL_EXPORT_TYPED_FUNC(rms_norm, scale_lib::RmsNorm);
-TVM_FFI_DLL_EXPORT_TYPED_FUNC(rms_norm_rstd, scale_lib::RmsNormRstd);
-TVM_FFI_DLL_EXPORT_TYPED_FUNC(rms_norm_backward, scale_lib::RmsNormBackward);
-TVM_FFI_DLL_EXPORT_TYPED_FUNC(rms_norm_weight_grad, scale_lib::RmsNormWeightGrad);
+SCALE_LIB_EXPORT(rms_norm, scale_lib::RmsNorm, "out", "x, weight, eps", "out=x");
+SCALE_LIB_EXPORT(rms_norm_rstd, scale_lib::RmsNormRstd, "rstd", "x, eps", "");
+SCALE_LIB_EXPORT(rms_norm_backward, scale_lib::RmsNormBackward, "grad_x", "grad, x, weight, rstd",
+                 "grad_x=grad, grad_x=x");
+SCALE_LIB_EXPORT(rms_norm_weight_grad, scale_lib::RmsNormWeightGrad, "grad_weight", "grad, x, rstd",
+                 "");

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ABI of scale: scale(out, x, factor). Routing only; the math is in kernels/.
 #include "scale.h"
 
@@ -12,5 +13,6 @@ void Scale(ffi::TensorView out, ffi::TensorView x, double factor) {
 }  // namespace scale_lib
 
 // [export.begin]
-TVM_FFI_DLL_EXPORT_TYPED_FUNC(scale, scale_lib::Scale);
+// scale(out, x, factor): writes out, which may be x itself (in-place).
+SCALE_LIB_EXPORT(scale, scale_lib::Scale, "out", "x, factor", "out=x");
 // [export.end]

@@ -1,8 +1,25 @@
-// Shared plumbing for every scale_lib kernel: argument checks, dtype constants and dispatch,
-// device routing, CUDA device guard, stream lookup and launch checks.
+// SPDX-License-Identifier: Apache-2.0
+// The contract every kernel and binding of scale_lib works against.
 //
-// Kernels and bindings include this header and nothing else from TVM-FFI, so the contract a
-// kernel author works against lives in one file.
+// A kernel function (kernels/scale.cu is the model) does, in order:
+//   1. validate  its op's Check<Op>Args (kernels/<op>.h), built from the CHECK_* macros below;
+//                zero-size inputs then return early
+//   2. guard     ffi::CUDADeviceGuard guard(x.device().device_id);   (CUDA only)
+//   3. stream    cudaStream_t stream = GetCudaStream(x.device());    (CUDA only)
+//   4. dispatch  DispatchFloating(x.dtype(), "x", [&](auto tag) { using T = ...; launch });
+//                data through DataPtr<T>(t), which adds DLPack's byte_offset; 64-bit indices
+//   5. check     CHECK_CUDA_LAUNCH();                                 (CUDA only)
+// A binding (bindings/<op>_binding.cc) routes by device with SCALE_LIB_ROUTE_BY_DEVICE, or
+// SCALE_LIB_ROUTE_CUDA_ONLY, and is exported with SCALE_LIB_EXPORT, which checks every tensor
+// argument of every op before it runs: no null data with elements, and outputs disjoint from
+// the other arguments (or the very same array, where the op declares in-place use).
+// User errors are TypeError/ValueError naming the argument: TVM_FFI_THROW(ValueError) << ...,
+// or SCALE_LIB_CHECK(cond, ValueError) << ...; TVM_FFI_ICHECK is for broken internal invariants.
+// Ops that allocate their output use the allocation helpers at the end of this file.
+//
+// This header includes the TVM-FFI headers the contract needs. A file that uses more of TVM-FFI
+// (the CUBIN launcher, containers) includes those headers itself. Internals (message formatting,
+// the overlap test, the export checks) are in tvm_ffi_utils_detail.h; you need not read it.
 #ifndef SCALE_LIB_TVM_FFI_UTILS_H_
 #define SCALE_LIB_TVM_FFI_UTILS_H_
 
@@ -11,11 +28,11 @@
 #include <tvm/ffi/error.h>
 #include <tvm/ffi/extra/c_env_api.h>
 #include <tvm/ffi/function.h>
+#include <tvm/ffi/optional.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
-#include <sstream>
 #include <string>
 
 #if defined(__CUDACC__)
@@ -26,12 +43,14 @@
 #include <tvm/ffi/extra/cuda/device_guard.h>
 #endif
 
+#include "tvm_ffi_utils_detail.h"
+
 namespace scale_lib {
 
 namespace ffi = tvm::ffi;
 
 // ---------------------------------------------------------------------------------------------
-// Dtypes
+// Dtypes and dispatch
 // ---------------------------------------------------------------------------------------------
 // [dtypes.begin]
 inline constexpr DLDataType kFloat16{kDLFloat, 16, 1};
@@ -39,7 +58,6 @@ inline constexpr DLDataType kBFloat16{kDLBfloat, 16, 1};
 inline constexpr DLDataType kFloat32{kDLFloat, 32, 1};
 inline constexpr DLDataType kFloat64{kDLFloat, 64, 1};
 inline constexpr DLDataType kInt64{kDLInt, 64, 1};
-inline constexpr DLDataType kUInt8{kDLUInt, 8, 1};
 
 // The 16-bit float storage types. Device code (any .cu file) uses CUDA's own types. Host-only
 // translation units must also compile without the CUDA toolkit (CPU-only builds), so they get
@@ -57,25 +75,16 @@ struct bfloat16_t {
 #endif
 
 // Every floating dtype an op may accept, as (DLPack dtype, C++ storage type, name).
-// Adding a dtype to every floating-point op is one line here.
+// DispatchFloating and CHECK_FLOATING accept exactly this list. A new entry also needs its
+// storage type handled by each kernel: FloatMath and the conversions in kernels/cpu_float.h and
+// kernels/cuda_float.cuh, an entry point per dtype in kernels/cubin/, and the dtype lists of the
+// Python package and the tests.
 #define SCALE_LIB_FOR_EACH_FLOATING_DTYPE(X)                     \
   X(::scale_lib::kFloat16, ::scale_lib::float16_t, "float16")    \
   X(::scale_lib::kBFloat16, ::scale_lib::bfloat16_t, "bfloat16") \
   X(::scale_lib::kFloat32, float, "float32")                     \
   X(::scale_lib::kFloat64, double, "float64")
 // [dtypes.end]
-
-// Never throws, so it is safe inside an error message: TVM-FFI's own formatter throws for codes it
-// does not know (complex, for one), and a throw while building an error aborts the process.
-inline std::string DTypeString(DLDataType dtype) {
-  if (dtype.code == kDLComplex) return "complex" + std::to_string(dtype.bits);
-  try {
-    return std::string(ffi::DLDataTypeToString(dtype));
-  } catch (...) {
-    return "dtype(code=" + std::to_string(dtype.code) + ", bits=" + std::to_string(dtype.bits) +
-           ", lanes=" + std::to_string(dtype.lanes) + ")";
-  }
-}
 
 inline bool IsFloatingDType(DLDataType dtype) {
 #define SCALE_LIB_MATCH_DTYPE(dl_dtype, ctype, name) \
@@ -113,152 +122,83 @@ void DispatchFloating(DLDataType dtype, const char* arg_name, Fn&& fn) {
   if (dtype == dl_dtype) return fn(TypeTag<ctype>{});
   SCALE_LIB_FOR_EACH_FLOATING_DTYPE(SCALE_LIB_DISPATCH_CASE)
 #undef SCALE_LIB_DISPATCH_CASE
-  TVM_FFI_THROW(TypeError) << arg_name << " has unsupported dtype " << DTypeString(dtype)
+  TVM_FFI_THROW(TypeError) << arg_name << " has unsupported dtype " << detail::DTypeString(dtype)
                            << "; expected one of " << FloatingDTypeNames();
 }
 // [dispatch.end]
 
 // ---------------------------------------------------------------------------------------------
-// Tensor access
+// Tensor data
 // ---------------------------------------------------------------------------------------------
 // DLPack producers may describe a view as (data, byte_offset); TensorView::data_ptr() returns
-// `data` alone. Every kernel reads and writes through these helpers so views stay correct.
+// `data` alone. Every kernel reads and writes through DataPtr so views stay correct.
 template <typename T>
 T* DataPtr(const ffi::TensorView& t) {
   return reinterpret_cast<T*>(static_cast<char*>(t.data_ptr()) + t.byte_offset());
 }
 
-inline std::string ShapeString(const ffi::TensorView& t) {
-  std::ostringstream os;
-  os << '(';
-  for (int32_t i = 0; i < t.ndim(); ++i) os << (i ? ", " : "") << t.size(i);
-  os << (t.ndim() == 1 ? ",)" : ")");
-  return os.str();
-}
-
-inline std::string StridesString(const ffi::TensorView& t) {
-  std::ostringstream os;
-  os << '(';
-  for (int32_t i = 0; i < t.ndim(); ++i) os << (i ? ", " : "") << t.stride(i);
-  os << (t.ndim() == 1 ? ",)" : ")");
-  return os.str();
-}
-
-inline std::string DeviceString(DLDevice device) {
-  std::ostringstream os;
-  switch (device.device_type) {
-    case kDLCPU:
-      os << "cpu";
-      break;
-    case kDLCUDA:
-      os << "cuda";
-      break;
-    case kDLCUDAHost:
-      os << "cuda_host";
-      break;
-    case kDLCUDAManaged:
-      os << "cuda_managed";
-      break;
-    case kDLROCM:
-      os << "rocm";
-      break;
-    case kDLMetal:
-      os << "metal";
-      break;
-    default:
-      os << "device_type_" << static_cast<int>(device.device_type);
-  }
-  os << ':' << device.device_id;
-  return os.str();
-}
-
-inline bool SameShape(const ffi::TensorView& a, const ffi::TensorView& b) {
-  if (a.ndim() != b.ndim()) return false;
-  for (int32_t i = 0; i < a.ndim(); ++i) {
-    if (a.size(i) != b.size(i)) return false;
-  }
-  return true;
-}
-
-// Bytes from a tensor's first element to just past its last (strides must be non-negative,
-// which every op checks first); 0 for an empty tensor.
-inline int64_t SpanBytes(const ffi::TensorView& t) {
-  if (t.numel() == 0) return 0;
-  int64_t last = 0;
-  for (int32_t i = 0; i < t.ndim(); ++i) last += (t.size(i) - 1) * t.stride(i);
-  return static_cast<int64_t>(ffi::GetDataSize(last + 1, t.dtype()));
-}
-
-inline bool SameLayout(const ffi::TensorView& a, const ffi::TensorView& b) {
-  if (!SameShape(a, b)) return false;
-  for (int32_t i = 0; i < a.ndim(); ++i) {
-    if (a.size(i) > 1 && a.stride(i) != b.stride(i)) return false;
-  }
-  return true;
-}
-
-// True when two tensors' memory overlaps other than as the very same array (same address, same
-// layout: in-place use, which every op supports). A kernel could then read an element another
-// thread already overwrote.
-inline bool PartiallyOverlaps(const ffi::TensorView& a, const ffi::TensorView& b) {
-  const auto* a_begin = DataPtr<const char>(a);
-  const auto* b_begin = DataPtr<const char>(b);
-  const int64_t a_bytes = SpanBytes(a);
-  const int64_t b_bytes = SpanBytes(b);
-  if (a_bytes == 0 || b_bytes == 0) return false;
-  if (a_begin == b_begin && a.dtype() == b.dtype() && SameLayout(a, b)) return false;
-  return a_begin < b_begin + b_bytes && b_begin < a_begin + a_bytes;
-}
+// For messages of your own: "(2, 3)", "float32", "cuda:0".
+using detail::DeviceString;
+using detail::DTypeString;
+using detail::ShapeString;
+using detail::StridesString;
 
 // ---------------------------------------------------------------------------------------------
 // Argument checks. Each raises a TypeError/ValueError naming the offending argument(s) and is a
 // single statement in any position (if/else bodies included).
 // ---------------------------------------------------------------------------------------------
 // [check_macros.begin]
-#define CHECK_FLOATING(t)                                                                       \
-  do {                                                                                          \
-    if (!::scale_lib::IsFloatingDType((t).dtype())) {                                           \
-      TVM_FFI_THROW(TypeError) << #t " has unsupported dtype "                                  \
-                               << ::scale_lib::DTypeString((t).dtype()) << "; expected one of " \
-                               << ::scale_lib::FloatingDTypeNames();                            \
-    }                                                                                           \
+// A user-error check with a plain message (TVM_FFI_CHECK would prefix "Check failed: ..."):
+//   SCALE_LIB_CHECK(eps >= 0, ValueError) << "eps must be non-negative; got " << eps;
+#define SCALE_LIB_CHECK(cond, ErrorKind) \
+  if (cond) {                            \
+  } else                                 \
+    TVM_FFI_THROW(ErrorKind)
+
+#define CHECK_FLOATING(t)                                                                    \
+  do {                                                                                       \
+    if (!::scale_lib::IsFloatingDType((t).dtype())) {                                        \
+      TVM_FFI_THROW(TypeError) << #t " has unsupported dtype "                               \
+                               << ::scale_lib::detail::DTypeString((t).dtype())              \
+                               << "; expected one of " << ::scale_lib::FloatingDTypeNames(); \
+    }                                                                                        \
   } while (0)
 
-#define CHECK_CONTIGUOUS(t)                                                                     \
-  do {                                                                                          \
-    if (!(t).IsContiguous()) {                                                                  \
-      TVM_FFI_THROW(ValueError) << #t " must be contiguous (row-major); got shape "             \
-                                << ::scale_lib::ShapeString(t) << " with element strides "      \
-                                << ::scale_lib::StridesString(t) << ". Pass a contiguous copy"; \
-    }                                                                                           \
+#define CHECK_CONTIGUOUS(t)                                                                        \
+  do {                                                                                             \
+    if (!(t).IsContiguous()) {                                                                     \
+      TVM_FFI_THROW(ValueError) << #t " must be contiguous (row-major); got shape "                \
+                                << ::scale_lib::detail::ShapeString(t) << " with element strides " \
+                                << ::scale_lib::detail::StridesString(t)                           \
+                                << ". Pass a contiguous copy";                                     \
+    }                                                                                              \
   } while (0)
 
-#define CHECK_SAME_DTYPE(a, b)                                                     \
-  do {                                                                             \
-    if ((a).dtype() != (b).dtype()) {                                              \
-      TVM_FFI_THROW(TypeError) << #a " and " #b " must have the same dtype; got "  \
-                               << ::scale_lib::DTypeString((a).dtype()) << " and " \
-                               << ::scale_lib::DTypeString((b).dtype());           \
-    }                                                                              \
+#define CHECK_SAME_DTYPE(a, b)                                                             \
+  do {                                                                                     \
+    if ((a).dtype() != (b).dtype()) {                                                      \
+      TVM_FFI_THROW(TypeError) << #a " and " #b " must have the same dtype; got "          \
+                               << ::scale_lib::detail::DTypeString((a).dtype()) << " and " \
+                               << ::scale_lib::detail::DTypeString((b).dtype());           \
+    }                                                                                      \
   } while (0)
 
 #define CHECK_SAME_SHAPE(a, b)                                                     \
   do {                                                                             \
-    if (!::scale_lib::SameShape((a), (b))) {                                       \
+    if (!::scale_lib::detail::SameShape((a), (b))) {                               \
       TVM_FFI_THROW(ValueError) << #a " and " #b " must have the same shape; got " \
-                                << ::scale_lib::ShapeString(a) << " and "          \
-                                << ::scale_lib::ShapeString(b);                    \
+                                << ::scale_lib::detail::ShapeString(a) << " and "  \
+                                << ::scale_lib::detail::ShapeString(b);            \
     }                                                                              \
   } while (0)
 
-#define CHECK_SAME_DEVICE(a, b)                                                       \
-  do {                                                                                \
-    if ((a).device().device_type != (b).device().device_type ||                       \
-        (a).device().device_id != (b).device().device_id) {                           \
-      TVM_FFI_THROW(ValueError) << #a " and " #b " must be on the same device; got "  \
-                                << ::scale_lib::DeviceString((a).device()) << " and " \
-                                << ::scale_lib::DeviceString((b).device());           \
-    }                                                                                 \
+#define CHECK_SAME_DEVICE(a, b)                                                               \
+  do {                                                                                        \
+    if (!::scale_lib::detail::SameDevice((a).device(), (b).device())) {                       \
+      TVM_FFI_THROW(ValueError) << #a " and " #b " must be on the same device; got "          \
+                                << ::scale_lib::detail::DeviceString((a).device()) << " and " \
+                                << ::scale_lib::detail::DeviceString((b).device());           \
+    }                                                                                         \
   } while (0)
 
 // `a` is like `b`: the same dtype, shape and device (each checked with its own message).
@@ -269,31 +209,96 @@ inline bool PartiallyOverlaps(const ffi::TensorView& a, const ffi::TensorView& b
     CHECK_SAME_DEVICE(a, b); \
   } while (0)
 
-#define CHECK_DTYPE(t, expected)                                                               \
-  do {                                                                                         \
-    if ((t).dtype() != (expected)) {                                                           \
-      TVM_FFI_THROW(TypeError) << #t " must have dtype " << ::scale_lib::DTypeString(expected) \
-                               << "; got " << ::scale_lib::DTypeString((t).dtype());           \
-    }                                                                                          \
+#define CHECK_DTYPE(t, expected)                                                         \
+  do {                                                                                   \
+    if ((t).dtype() != (expected)) {                                                     \
+      TVM_FFI_THROW(TypeError) << #t " must have dtype "                                 \
+                               << ::scale_lib::detail::DTypeString(expected) << "; got " \
+                               << ::scale_lib::detail::DTypeString((t).dtype());         \
+    }                                                                                    \
   } while (0)
 
 #define CHECK_MIN_NDIM(t, n)                                                                 \
   do {                                                                                       \
     if ((t).ndim() < (n)) {                                                                  \
       TVM_FFI_THROW(ValueError) << #t " must have at least " << (n) << " dimension(s); got " \
-                                << "shape " << ::scale_lib::ShapeString(t);                  \
+                                << "shape " << ::scale_lib::detail::ShapeString(t);          \
     }                                                                                        \
   } while (0)
-
-#define CHECK_NO_PARTIAL_OVERLAP(a, b)                                                         \
-  do {                                                                                         \
-    if (::scale_lib::PartiallyOverlaps((a), (b))) {                                            \
-      TVM_FFI_THROW(ValueError) << #a " and " #b " overlap in memory without being the same "  \
-                                << "array; pass the same array for in-place use, or disjoint " \
-                                << "arrays";                                                   \
-    }                                                                                          \
-  } while (0)
 // [check_macros.end]
+
+// ---------------------------------------------------------------------------------------------
+// Device routing and export (bindings/)
+// ---------------------------------------------------------------------------------------------
+#if defined(SCALE_LIB_WITH_CUDA)
+#define SCALE_LIB_CUDA_OR_THROW(cuda_call, arg_name) cuda_call
+#else
+#define SCALE_LIB_CUDA_OR_THROW(cuda_call, arg_name) \
+  ::scale_lib::detail::ThrowBuiltWithoutCuda(arg_name)
+#endif
+
+// [route.begin]
+// Runs `cpu_call` or `cuda_call` by the device of tensor `t`. In a CPU-only build the CUDA call
+// is not compiled in, and a CUDA tensor raises a ValueError instead. For functions that return
+// a value, write the calls as `return F(...)`.
+#define SCALE_LIB_ROUTE_BY_DEVICE(t, cpu_call, cuda_call)               \
+  do {                                                                  \
+    if (::scale_lib::detail::CheckSupportedDevice((t), #t) == kDLCPU) { \
+      cpu_call;                                                         \
+    } else {                                                            \
+      SCALE_LIB_CUDA_OR_THROW(cuda_call, #t);                           \
+    }                                                                   \
+  } while (0)
+
+// For an op with only a CUDA implementation: a CPU tensor raises a ValueError saying so (and a
+// CUDA tensor in a CPU-only build the same error as above).
+#define SCALE_LIB_ROUTE_CUDA_ONLY(t, cuda_call)                         \
+  do {                                                                  \
+    if (::scale_lib::detail::CheckSupportedDevice((t), #t) == kDLCPU) { \
+      ::scale_lib::detail::ThrowCudaOnly(#t);                           \
+    } else {                                                            \
+      SCALE_LIB_CUDA_OR_THROW(cuda_call, #t);                           \
+    }                                                                   \
+  } while (0)
+// [route.end]
+
+// [export_macro.begin]
+// Exports `fn` as `name` with its argument names, outputs first, and the output=input pairs
+// that may be the very same array (in-place use):
+//   SCALE_LIB_EXPORT(scale, scale_lib::Scale, "out", "x, factor", "out=x");
+// Before `fn` runs, every tensor argument is checked, so every op gets these for free: none may
+// be a null data pointer with elements (a freed storage), and no output may share an element
+// with another argument except as the very same array where the last list allows it. The names
+// must cover the function's arguments (checked at compile time); they are exported as its
+// docstring, beside the type schema TVM-FFI exports (see docs/adding_an_op.md).
+#define SCALE_LIB_EXPORT(name, fn, outputs, inputs, in_place)                                 \
+  namespace scale_lib::detail::abi {                                                          \
+  inline constexpr Abi name{#name, outputs, inputs, in_place};                                \
+  }                                                                                           \
+  TVM_FFI_DLL_EXPORT_TYPED_FUNC(                                                              \
+      name, (::scale_lib::detail::CheckedExport<::scale_lib::detail::abi::name, &fn>::Call)); \
+  TVM_FFI_DLL_EXPORT_TYPED_FUNC_DOC(name,                                                     \
+                                    ::scale_lib::detail::AbiDoc<::scale_lib::detail::abi::name>())
+// [export_macro.end]
+
+// ---------------------------------------------------------------------------------------------
+// CUDA: device guard, stream, launch check (device code only)
+// ---------------------------------------------------------------------------------------------
+#if defined(__CUDACC__)
+// [cuda_helpers.begin]
+// Device guard: ffi::CUDADeviceGuard guard(x.device().device_id) makes the tensor's GPU current
+// for the launch and restores the caller's after (RAII, from tvm/ffi/extra/cuda/device_guard.h).
+
+// The stream the calling framework is using on `device` (torch's current stream, XLA's stream,
+// or one set with tvm_ffi.use_raw_stream); the legacy default stream if none was set.
+inline cudaStream_t GetCudaStream(DLDevice device) {
+  return static_cast<cudaStream_t>(TVMFFIEnvGetStream(device.device_type, device.device_id));
+}
+
+// Raises a RuntimeError (with CUDA's name for the error) if the last launch failed.
+#define CHECK_CUDA_LAUNCH() TVM_FFI_CHECK_CUDA_ERROR(cudaGetLastError())
+// [cuda_helpers.end]
+#endif  // __CUDACC__
 
 // ---------------------------------------------------------------------------------------------
 // Allocation, for ops whose output size depends on the data or that need scratch memory
@@ -308,7 +313,7 @@ inline bool HasFrameworkAllocator() {
 // A tensor from the calling framework's allocator (its caching allocator, memory accounting and
 // stream semantics apply); ValueError if the caller published none.
 inline ffi::Tensor AllocFromFramework(ffi::ShapeView shape, DLDataType dtype, DLDevice device) {
-  TVM_FFI_CHECK(HasFrameworkAllocator(), ValueError)
+  SCALE_LIB_CHECK(HasFrameworkAllocator(), ValueError)
       << "this call needs the calling framework's allocator, and none was published";
   return ffi::Tensor::FromEnvAlloc(TVMFFIEnvTensorAlloc, shape, dtype, device);
 }
@@ -332,65 +337,7 @@ inline ffi::Tensor AllocHostResult(ffi::ShapeView shape, DLDataType dtype) {
 }
 // [alloc.end]
 
-// ---------------------------------------------------------------------------------------------
-// Device routing (used by bindings/)
-// ---------------------------------------------------------------------------------------------
-[[noreturn]] inline void ThrowBuiltWithoutCuda(const char* arg_name) {
-  TVM_FFI_THROW(ValueError) << arg_name
-                            << " is a CUDA tensor, but scale_lib was built without CUDA support. "
-                               "Rebuild with the CUDA toolkit (nvcc) installed, or pass a CPU "
-                               "tensor";
-  TVM_FFI_UNREACHABLE();  // the error is thrown as the statement above ends
-}
-
-// The device type of `t` if scale_lib has kernels for it; a ValueError otherwise.
-inline DLDeviceType CheckSupportedDevice(const ffi::TensorView& t, const char* arg_name) {
-  const DLDeviceType type = t.device().device_type;
-  if (type != kDLCPU && type != kDLCUDA) {
-    TVM_FFI_THROW(ValueError) << arg_name << " is on unsupported device "
-                              << DeviceString(t.device()) << "; scale_lib supports cpu and cuda";
-  }
-  return type;
-}
-
-#if defined(SCALE_LIB_WITH_CUDA)
-#define SCALE_LIB_CUDA_OR_THROW(cuda_call, arg_name) cuda_call
-#else
-#define SCALE_LIB_CUDA_OR_THROW(cuda_call, arg_name) ::scale_lib::ThrowBuiltWithoutCuda(arg_name)
-#endif
-
-// [route.begin]
-// Runs `cpu_call` or `cuda_call` by the device of tensor `t`. In a CPU-only build the CUDA call
-// is not compiled in, and a CUDA tensor raises a ValueError instead. For functions that return
-// a value, write the calls as `return F(...)`.
-#define SCALE_LIB_ROUTE_BY_DEVICE(t, cpu_call, cuda_call)       \
-  do {                                                          \
-    if (::scale_lib::CheckSupportedDevice((t), #t) == kDLCPU) { \
-      cpu_call;                                                 \
-    } else {                                                    \
-      SCALE_LIB_CUDA_OR_THROW(cuda_call, #t);                   \
-    }                                                           \
-  } while (0)
-// [route.end]
-
-// ---------------------------------------------------------------------------------------------
-// CUDA helpers (device code only)
-// ---------------------------------------------------------------------------------------------
 #if defined(__CUDACC__)
-// [cuda_helpers.begin]
-// RAII: makes the tensor's GPU current for the kernel launch and restores the caller's after.
-using CUDADeviceGuard = ffi::CUDADeviceGuard;
-
-// The stream the calling framework is using on `device` (torch's current stream, XLA's stream,
-// or one set with tvm_ffi.use_raw_stream); the legacy default stream if none was set.
-inline cudaStream_t GetCudaStream(DLDevice device) {
-  return static_cast<cudaStream_t>(TVMFFIEnvGetStream(device.device_type, device.device_id));
-}
-
-// Raises a RuntimeError (with CUDA's name for the error) if the last launch failed.
-#define CHECK_CUDA_LAUNCH() TVM_FFI_CHECK_CUDA_ERROR(cudaGetLastError())
-// [cuda_helpers.end]
-
 // Device memory the library owns (cudaMalloc), for results returned to callers that publish no
 // allocator (CuPy). Same lifetime rule as HostMallocAlloc.
 struct CudaMallocAlloc {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CUDA axpby through TVM-FFI's CUBIN launcher: the kernels are not compiled into this file but
 // embedded as a fatbin (see kernels/cubin/axpby_kernels.cu and CMakeLists.txt), looked up by
 // name and launched on the caller's stream.
@@ -45,21 +46,21 @@ void AxpbyCUDA(ffi::TensorView out, ffi::TensorView x, ffi::TensorView y, double
   CheckAxpbyArgs(out, x, y);                        // 1. validate
   int64_t n = x.numel();
   if (n == 0) return;
-  CUDADeviceGuard guard(x.device().device_id);      // 2. device guard
+  ffi::CUDADeviceGuard guard(x.device().device_id);      // 2. device guard
   cudaStream_t stream = GetCudaStream(x.device());  // 3. stream
   DispatchFloating(x.dtype(), "x", [&](auto tag) {  // 4. dtype dispatch + launch
     using T = typename decltype(tag)::type;
-    using Compute = typename cuda::FloatMath<T>::Compute;
+    using Compute = typename gpu::FloatMath<T>::Compute;
     void* out_ptr = DataPtr<T>(out);
     void* x_ptr = DataPtr<T>(x);
     void* y_ptr = DataPtr<T>(y);
     Compute ac = static_cast<Compute>(a);
     Compute bc = static_cast<Compute>(b);
     const bool packed =
-        cuda::IsAligned(out_ptr, 16) && cuda::IsAligned(x_ptr, 16) && cuda::IsAligned(y_ptr, 16);
-    const int64_t items = packed ? n / cuda::kPackWidth<T> : n;
+        gpu::IsAligned(out_ptr, 16) && gpu::IsAligned(x_ptr, 16) && gpu::IsAligned(y_ptr, 16);
+    const int64_t items = packed ? n / gpu::kPackWidth<T> : n;
     void* args[] = {&out_ptr, &x_ptr, &y_ptr, &ac, &bc, &n};
-    const tvm::ffi::dim3 grid(cuda::GridSize(std::max<int64_t>(items, 1), kThreads));
+    const tvm::ffi::dim3 grid(gpu::GridSize(std::max<int64_t>(items, 1), kThreads));
     // 5. check: the launch returns the runtime/driver error, if any
     TVM_FFI_CHECK_CUBIN_LAUNCHER_CUDA_ERROR(
         AxpbyKernel<T>(packed).Launch(args, grid, tvm::ffi::dim3(kThreads), stream));

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Load/compute/store rules for CPU kernels.
 //
 // CPU kernels compute float16 and bfloat16 in float32 (as PyTorch does) and store the result
@@ -19,7 +20,7 @@
 #include "tvm_ffi_utils.h"
 
 namespace scale_lib {
-namespace cpu {
+namespace host {
 
 inline float BitsToFloat(uint32_t bits) {
   float f;
@@ -166,7 +167,7 @@ A SumOfSquares(const A* v, int64_t n) {
   return sum;
 }
 
-}  // namespace cpu
+}  // namespace host
 }  // namespace scale_lib
 
 #endif  // SCALE_LIB_KERNELS_CPU_FLOAT_H_

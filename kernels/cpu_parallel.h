@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ParallelFor: CPU kernels split large inputs across threads.
 //
 // Threads are started per call and joined before it returns: nothing outlives a call (so the
@@ -16,7 +17,11 @@
 #include <vector>
 
 namespace scale_lib {
-namespace cpu {
+namespace host {
+
+// The smallest share of an elementwise or row-wise kernel worth a thread of its own: about 1 MB
+// of float32, against the tens of microseconds a thread costs.
+inline constexpr int64_t kMinItemsPerThread = int64_t{1} << 18;
 
 inline int64_t MaxThreads() {
   static const int64_t threads = [] {
@@ -55,7 +60,7 @@ void ParallelFor(int64_t n, int64_t min_per_thread, int64_t align, const Body& b
   for (std::thread& worker : workers) worker.join();
 }
 
-}  // namespace cpu
+}  // namespace host
 }  // namespace scale_lib
 
 #endif  // SCALE_LIB_KERNELS_CPU_PARALLEL_H_

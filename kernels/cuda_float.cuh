@@ -1,14 +1,20 @@
+// SPDX-License-Identifier: Apache-2.0
 // Load/compute/store rules for CUDA kernels (the twin of cpu_float.h): 16-bit floats compute in
 // float32, float32 in float32, float64 in float64.
 #ifndef SCALE_LIB_KERNELS_CUDA_FLOAT_CUH_
 #define SCALE_LIB_KERNELS_CUDA_FLOAT_CUH_
 
+#include <cuda/cmath>
+#include <cuda/std/cstdint>
+#include <cuda/std/limits>
+
+#include <algorithm>
 #include <type_traits>
 
 #include "tvm_ffi_utils.h"
 
 namespace scale_lib {
-namespace cuda {
+namespace gpu {
 
 template <typename T>
 struct FloatMath {
@@ -91,14 +97,16 @@ inline bool IsAligned(const void* p, size_t bytes) {
   return reinterpret_cast<uintptr_t>(p) % bytes == 0;
 }
 
-// Grid dimension x is capped at 2^31 - 1; kernels' grid-stride loops cover any remainder.
+// Blocks for `work_items` items, `items_per_block` each: at least 1, and at most 2^31 - 1 (the
+// limit of grid dimension x); kernels' grid-stride loops cover any remainder. (libcu++'s
+// `cuda::` is usable here: this library's helper namespace is `gpu`, not `cuda`.)
+inline constexpr int64_t kMaxGridX = cuda::std::numeric_limits<cuda::std::int32_t>::max();
 inline unsigned int GridSize(int64_t work_items, int64_t items_per_block) {
-  const int64_t blocks = (work_items + items_per_block - 1) / items_per_block;
-  const int64_t max_blocks = 0x7fffffff;
-  return static_cast<unsigned int>(blocks < 1 ? 1 : (blocks > max_blocks ? max_blocks : blocks));
+  const int64_t blocks = cuda::ceil_div(std::max<int64_t>(work_items, 0), items_per_block);
+  return static_cast<unsigned int>(std::clamp<int64_t>(blocks, 1, kMaxGridX));
 }
 
-}  // namespace cuda
+}  // namespace gpu
 }  // namespace scale_lib
 
 #endif  // SCALE_LIB_KERNELS_CUDA_FLOAT_CUH_

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CUDA flatnonzero: a stream compaction in three kernels (count per block, scan of the block
 // counts, ordered scatter), with one device-to-host copy of the total in between: the output
 // cannot be allocated before its size is known. That synchronisation is inherent to any op
@@ -19,7 +20,7 @@ constexpr int64_t kMinItemsPerBlock = kThreads * 8;
 
 template <typename T>
 __device__ bool IsNonzero(T v) {
-  return cuda::FloatMath<T>::Load(v) != 0;
+  return gpu::FloatMath<T>::Load(v) != 0;
 }
 
 template <typename T>
@@ -74,7 +75,7 @@ ffi::Tensor FlatNonzeroCUDA(ffi::TensorView x) {
   CheckFlatNonzeroArgs(x);
   const int64_t n = x.numel();
   const DLDevice device = x.device();
-  CUDADeviceGuard guard(device.device_id);
+  ffi::CUDADeviceGuard guard(device.device_id);
   cudaStream_t stream = GetCudaStream(device);
   if (n == 0) return AllocCudaResult(ffi::Shape({0}), kInt64, device);
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // flatnonzero: the int64 indices of the non-zero elements of x in its flattened (row-major)
 // order, like numpy.flatnonzero. NaN counts as non-zero and -0.0 as zero.
 //

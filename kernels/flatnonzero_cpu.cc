@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CPU twin of kernels/flatnonzero.cu: count, allocate exactly, fill.
 #include <cstdint>
 
@@ -11,7 +12,7 @@ ffi::Tensor FlatNonzeroCPU(ffi::TensorView x) {
   ffi::Tensor result;
   DispatchFloating(x.dtype(), "x", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    using Math = cpu::FloatMath<T>;
+    using Math = host::FloatMath<T>;
     const T* xs = DataPtr<const T>(x);
     const int64_t n = x.numel();
     int64_t count = 0;

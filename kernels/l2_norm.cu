@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CUDA l2_norm: pass 1 writes one float64 partial sum of squares per block into the workspace
 // (blocks x groups), pass 2 (one block per group) adds a group's partials in a fixed order and
 // takes the square root.
@@ -23,7 +24,7 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t stride = static_cast<int64_t>(gridDim.x) * kThreads;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; i < per_group;
        i += stride) {
-    const double v = static_cast<double>(cuda::FloatMath<T>::Load(group[i]));
+    const double v = static_cast<double>(gpu::FloatMath<T>::Load(group[i]));
     sum += v * v;
   }
   sum = BlockReduce(storage).Sum(sum);
@@ -38,9 +39,8 @@ __global__ void __launch_bounds__(kMaxBlocks)
   const double* group = partials + static_cast<int64_t>(blockIdx.x) * blocks_per_group;
   const double sum =
       BlockReduce(storage).Sum(threadIdx.x < blocks_per_group ? group[threadIdx.x] : 0.0);
-  using Compute = typename cuda::FloatMath<T>::Compute;
-  if (threadIdx.x == 0)
-    out[blockIdx.x] = cuda::FloatMath<T>::Store(static_cast<Compute>(sqrt(sum)));
+  using Compute = typename gpu::FloatMath<T>::Compute;
+  if (threadIdx.x == 0) out[blockIdx.x] = gpu::FloatMath<T>::Store(static_cast<Compute>(sqrt(sum)));
 }
 
 }  // namespace
@@ -50,11 +50,11 @@ void L2NormCUDA(ffi::TensorView out, ffi::TensorView x, ffi::Optional<ffi::Tenso
   const int64_t groups = CheckL2NormArgs(out, x);
   if (workspace.has_value()) CheckWorkspace(workspace.value(), x, groups);
   if (groups == 0) return;
-  TVM_FFI_CHECK(groups <= 65535, ValueError)
+  SCALE_LIB_CHECK(groups <= 65535, ValueError)
       << "l2_norm supports at most 65535 norms at once; got " << groups;
   const int64_t per_group = x.numel() / groups;
   const int64_t blocks = L2NormBlocksPerGroup(per_group);
-  CUDADeviceGuard guard(x.device().device_id);
+  ffi::CUDADeviceGuard guard(x.device().device_id);
   cudaStream_t stream = GetCudaStream(x.device());
   // The caller's workspace, or one from the caller's framework: never a hidden cudaMalloc.
   ffi::Tensor framework_workspace;
@@ -62,7 +62,7 @@ void L2NormCUDA(ffi::TensorView out, ffi::TensorView x, ffi::Optional<ffi::Tenso
   if (workspace.has_value()) {
     partials = DataPtr<double>(workspace.value());
   } else {
-    TVM_FFI_CHECK(HasFrameworkAllocator(), ValueError)
+    SCALE_LIB_CHECK(HasFrameworkAllocator(), ValueError)
         << "l2_norm on CUDA needs a workspace: call l2_norm_with_workspace(out, workspace, x) "
            "with at least l2_norm_workspace_bytes(numel, groups) bytes, or call through a "
            "framework that publishes its allocator (PyTorch, Paddle, JAX)";

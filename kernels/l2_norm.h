@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // l2_norm: out = sqrt(sum of x^2), accumulated in float64, as a 0-d tensor of x's dtype.
 // Deterministic: the same input gives the same bits every run.
 //
@@ -29,7 +30,7 @@ inline int64_t L2NormBlocksPerGroup(int64_t numel_per_group) {
 }
 
 inline int64_t L2NormWorkspaceBytes(int64_t numel, int64_t groups) {
-  TVM_FFI_CHECK(numel >= 0 && groups >= 1 && numel % groups == 0, ValueError)
+  SCALE_LIB_CHECK(numel >= 0 && groups >= 1 && numel % groups == 0, ValueError)
       << "numel must be a non-negative multiple of groups; got numel=" << numel
       << ", groups=" << groups;
   return groups * L2NormBlocksPerGroup(numel / groups) * static_cast<int64_t>(sizeof(double));
@@ -59,10 +60,11 @@ inline void CheckWorkspace(const ffi::TensorView& workspace, const ffi::TensorVi
   CHECK_CONTIGUOUS(workspace);
   const int64_t needed = L2NormWorkspaceBytes(x.numel(), groups);
   const auto bytes = static_cast<int64_t>(ffi::GetDataSize(workspace.numel(), workspace.dtype()));
-  TVM_FFI_CHECK(bytes >= needed, ValueError) << "workspace must hold at least " << needed
-                                             << " bytes (l2_norm_workspace_bytes); got " << bytes;
-  TVM_FFI_CHECK(reinterpret_cast<uintptr_t>(DataPtr<const char>(workspace)) % alignof(double) == 0,
-                ValueError)
+  SCALE_LIB_CHECK(bytes >= needed, ValueError) << "workspace must hold at least " << needed
+                                               << " bytes (l2_norm_workspace_bytes); got " << bytes;
+  SCALE_LIB_CHECK(
+      reinterpret_cast<uintptr_t>(DataPtr<const char>(workspace)) % alignof(double) == 0,
+      ValueError)
       << "workspace must be 8-byte aligned";
 }
 

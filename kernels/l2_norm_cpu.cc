@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CPU twin of kernels/l2_norm.cu. One pass: no workspace on the CPU.
 #include <algorithm>
 #include <cmath>
@@ -16,7 +17,7 @@ void L2NormCPU(ffi::TensorView out, ffi::TensorView x) {
   const int64_t per_group = x.numel() / groups;
   DispatchFloating(x.dtype(), "x", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    using Math = cpu::FloatMath<T>;
+    using Math = host::FloatMath<T>;
     const T* xs = DataPtr<const T>(x);
     T* norms = DataPtr<T>(out);
     // Fixed-size blocks summed in a fixed order: the same bits whatever the thread count.
@@ -25,7 +26,7 @@ void L2NormCPU(ffi::TensorView out, ffi::TensorView x) {
       const T* group = xs + g * per_group;
       const int64_t blocks = (per_group + kBlock - 1) / kBlock;
       std::vector<double> partial(static_cast<size_t>(blocks));
-      cpu::ParallelFor(blocks, 4, 1, [&](int64_t begin, int64_t end) {
+      host::ParallelFor(blocks, 4, 1, [&](int64_t begin, int64_t end) {
         for (int64_t b = begin; b < end; ++b) {
           double sum_sq = 0;
           for (int64_t i = b * kBlock, stop = std::min(per_group, i + kBlock); i < stop; ++i) {

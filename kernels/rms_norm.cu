@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CUDA rms_norm and its backward pieces. The CPU twin is kernels/rms_norm_cpu.cc.
 //
 // Forward: a row is normalised by a group of threads that keeps the row in registers, so x is
@@ -12,7 +13,7 @@ namespace scale_lib {
 namespace {
 
 template <typename T>
-using Acc = typename cuda::FloatMath<T>::Compute;  // float, or double for double
+using Acc = typename gpu::FloatMath<T>::Compute;  // float, or double for double
 
 // A cached row lives in registers: at most 4 packs of 16 bytes per thread in the group kernel
 // (rows up to 128 packs), 8 in the block kernel. The block kernel is capped at 512 threads so
@@ -52,8 +53,8 @@ template <typename T, int kWidth>
 __device__ void ScaleByRstdAndWeight(Acc<T> (&v)[kWidth], Acc<T> rstd, const T* weight, int64_t p) {
   Acc<T> w[kWidth];
   if (weight != nullptr) {
-    const cuda::Pack<T, kWidth> packed = reinterpret_cast<const cuda::Pack<T, kWidth>*>(weight)[p];
-    cuda::Widen(packed, w);  // from a register copy: one 16-byte load, not one per word
+    const gpu::Pack<T, kWidth> packed = reinterpret_cast<const gpu::Pack<T, kWidth>*>(weight)[p];
+    gpu::Widen(packed, w);  // from a register copy: one 16-byte load, not one per word
   }
 #pragma unroll
   for (int k = 0; k < kWidth; ++k) {
@@ -68,7 +69,7 @@ __device__ void ScaleByRstdAndWeight(Acc<T> (&v)[kWidth], Acc<T> rstd, const T* 
 template <typename T, int kWidth, int kMaxPacks, typename Reduce>
 __device__ void NormalizeCachedRow(T* out_row, const T* x_row, const T* weight, int64_t hidden,
                                    Acc<T> eps, int lane, int lanes, bool active, Reduce reduce) {
-  using P = cuda::Pack<T, kWidth>;
+  using P = gpu::Pack<T, kWidth>;
   const int64_t packs = hidden / kWidth;
   P buf[kMaxPacks];
   Acc<T> sum_sq = 0;
@@ -78,7 +79,7 @@ __device__ void NormalizeCachedRow(T* out_row, const T* x_row, const T* weight, 
     if (active && p < packs) {
       buf[i] = reinterpret_cast<const P*>(x_row)[p];
       Acc<T> v[kWidth];
-      cuda::Widen(buf[i], v);
+      gpu::Widen(buf[i], v);
 #pragma unroll
       for (int k = 0; k < kWidth; ++k) sum_sq += v[k] * v[k];
     }
@@ -89,9 +90,9 @@ __device__ void NormalizeCachedRow(T* out_row, const T* x_row, const T* weight, 
     const int64_t p = lane + static_cast<int64_t>(i) * lanes;
     if (active && p < packs) {
       Acc<T> v[kWidth];
-      cuda::Widen(buf[i], v);
+      gpu::Widen(buf[i], v);
       ScaleByRstdAndWeight(v, rstd, weight, p);
-      cuda::Narrow(v, buf[i]);
+      gpu::Narrow(v, buf[i]);
       reinterpret_cast<P*>(out_row)[p] = buf[i];
     }
   }
@@ -124,7 +125,7 @@ template <typename T, int kWidth, bool kCacheRow>
 __global__ void __launch_bounds__(kMaxBlockThreads)
     RmsNormBlockKernel(T* out, const T* x, const T* weight, RowLayout x_rows, int64_t out_stride,
                        Acc<T> eps) {
-  using P = cuda::Pack<T, kWidth>;
+  using P = gpu::Pack<T, kWidth>;
   __shared__ Acc<T> scratch[32];
   const int64_t packs = x_rows.hidden / kWidth;
   for (int64_t row = blockIdx.x; row < x_rows.rows; row += gridDim.x) {
@@ -139,7 +140,7 @@ __global__ void __launch_bounds__(kMaxBlockThreads)
       for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
         const P packed = reinterpret_cast<const P*>(x_row)[p];
         Acc<T> v[kWidth];
-        cuda::Widen(packed, v);
+        gpu::Widen(packed, v);
 #pragma unroll
         for (int k = 0; k < kWidth; ++k) sum_sq += v[k] * v[k];
       }
@@ -147,9 +148,9 @@ __global__ void __launch_bounds__(kMaxBlockThreads)
       for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
         P packed = reinterpret_cast<const P*>(x_row)[p];
         Acc<T> v[kWidth];
-        cuda::Widen(packed, v);
+        gpu::Widen(packed, v);
         ScaleByRstdAndWeight(v, rstd, weight, p);
-        cuda::Narrow(v, packed);
+        gpu::Narrow(v, packed);
         reinterpret_cast<P*>(out_row)[p] = packed;
       }
     }
@@ -170,7 +171,7 @@ void LaunchRmsNorm(T* out, const T* x, const T* weight, RowLayout x_rows, int64_
   if (packs <= kMaxPacksForGroups) {
     // Aim for two packs per thread: enough loads in flight, many rows per block.
     const int group = std::min(32, std::max(4, NextPowerOfTwo((packs + 1) / 2)));
-    const unsigned int grid = cuda::GridSize(x_rows.rows, kGroupKernelThreads / group);
+    const unsigned int grid = gpu::GridSize(x_rows.rows, kGroupKernelThreads / group);
     switch (group) {
 #define SCALE_LIB_GROUP_CASE(G)                                                            \
   case G:                                                                                  \
@@ -190,7 +191,7 @@ void LaunchRmsNorm(T* out, const T* x, const T* weight, RowLayout x_rows, int64_
   // About four packs per thread, within 64..kMaxBlockThreads threads.
   const int64_t threads =
       std::min<int64_t>(kMaxBlockThreads, std::max<int64_t>(64, ((packs + 3) / 4 + 31) / 32 * 32));
-  const unsigned int grid = static_cast<unsigned int>(std::min<int64_t>(x_rows.rows, 0x7fffffff));
+  const unsigned int grid = gpu::GridSize(x_rows.rows, 1);
   if (packs <= threads * kBlockPacksPerThread) {
     RmsNormBlockKernel<T, kWidth, true><<<grid, static_cast<unsigned int>(threads), 0, stream>>>(
         out, x, weight, x_rows, out_stride, e);
@@ -201,7 +202,8 @@ void LaunchRmsNorm(T* out, const T* x, const T* weight, RowLayout x_rows, int64_
 }
 
 // ---------------------------------------------------------------------------------------------
-// Backward pieces: one block per row (rstd, grad_x), one block per 32 columns (grad_weight).
+// Backward pieces: one block per row (rstd, grad_x), one block per kWeightGradColumns columns
+// (grad_weight).
 // Correct and deterministic rather than tuned.
 // ---------------------------------------------------------------------------------------------
 constexpr int kBackwardThreads = 256;
@@ -209,7 +211,7 @@ constexpr int kBackwardThreads = 256;
 template <typename T>
 __global__ void __launch_bounds__(kBackwardThreads)
     RmsNormRstdKernel(double* rstd, const T* x, RowLayout x_rows, Acc<T> eps) {
-  using Math = cuda::FloatMath<T>;
+  using Math = gpu::FloatMath<T>;
   __shared__ Acc<T> scratch[32];
   for (int64_t row = blockIdx.x; row < x_rows.rows; row += gridDim.x) {
     const T* x_row = x + row * x_rows.row_stride;
@@ -228,7 +230,7 @@ template <typename T>
 __global__ void __launch_bounds__(kBackwardThreads)
     RmsNormBackwardKernel(T* grad_x, const T* grad, const T* x, const T* weight, const double* rstd,
                           RowLayout x_rows) {
-  using Math = cuda::FloatMath<T>;
+  using Math = gpu::FloatMath<T>;
   __shared__ Acc<T> scratch[32];
   const int64_t hidden = x_rows.hidden;
   for (int64_t row = blockIdx.x; row < x_rows.rows; row += gridDim.x) {
@@ -249,21 +251,27 @@ __global__ void __launch_bounds__(kBackwardThreads)
   }
 }
 
-// grad_weight[g, j] = sum over the rows of group g of grad * x * rstd. Block: 32 columns x 8 row
-// lanes; grid: column blocks x groups.
+// grad_weight[g, j] = sum over the rows of group g of grad * x * rstd. Block: kWeightGradColumns
+// columns (one warp, reading consecutive elements of a row) x kWeightGradRowLanes rows; grid:
+// column blocks x groups.
+constexpr int kWeightGradColumns = 32;
+constexpr int kWeightGradRowLanes = 8;
+
 template <typename T>
-__global__ void __launch_bounds__(256)
+__global__ void __launch_bounds__(kWeightGradColumns* kWeightGradRowLanes)
     RmsNormWeightGradKernel(T* grad_weight, const T* grad, const T* x, const double* rstd,
                             RowLayout x_rows, int64_t rows_per_group) {
-  using Math = cuda::FloatMath<T>;
-  __shared__ Acc<T> partial[8][33];
+  using Math = gpu::FloatMath<T>;
+  // One column of padding: the final sum reads a column of `partial` per thread, and a row
+  // length of 33 puts those reads in different shared-memory banks.
+  __shared__ Acc<T> partial[kWeightGradRowLanes][kWeightGradColumns + 1];
   const int64_t hidden = x_rows.hidden;
-  const int64_t col = static_cast<int64_t>(blockIdx.x) * 32 + threadIdx.x;
+  const int64_t col = static_cast<int64_t>(blockIdx.x) * kWeightGradColumns + threadIdx.x;
   const int64_t first_row = static_cast<int64_t>(blockIdx.y) * rows_per_group;
   const int64_t end_row = first_row + rows_per_group;
   Acc<T> acc = 0;
   if (col < hidden) {
-    for (int64_t row = first_row + threadIdx.y; row < end_row; row += 8) {
+    for (int64_t row = first_row + threadIdx.y; row < end_row; row += kWeightGradRowLanes) {
       acc += Math::Load(grad[row * hidden + col]) * Math::Load(x[row * x_rows.row_stride + col]) *
              static_cast<Acc<T>>(rstd[row]);
     }
@@ -273,14 +281,14 @@ __global__ void __launch_bounds__(256)
   if (threadIdx.y == 0 && col < hidden) {
     Acc<T> sum = 0;
 #pragma unroll
-    for (int i = 0; i < 8; ++i) sum += partial[i][threadIdx.x];
+    for (int i = 0; i < kWeightGradRowLanes; ++i) sum += partial[i][threadIdx.x];
     grad_weight[blockIdx.y * hidden + col] = Math::Store(sum);
   }
 }
 
 // Every row starts on a 16-byte boundary: the first is aligned and the stride keeps it so.
 bool RowsArePacked(const void* first_row, int64_t row_stride, int width) {
-  return cuda::IsAligned(first_row, 16) && row_stride % width == 0;
+  return gpu::IsAligned(first_row, 16) && row_stride % width == 0;
 }
 
 }  // namespace
@@ -292,17 +300,17 @@ void RmsNormCUDA(ffi::TensorView out, ffi::TensorView x, ffi::Optional<ffi::Tens
   if (x.numel() == 0) return;
   const RowLayout x_rows = AsRows(x, "x");
   const int64_t out_stride = AsRows(out, "out").row_stride;
-  CUDADeviceGuard guard(x.device().device_id);
+  ffi::CUDADeviceGuard guard(x.device().device_id);
   cudaStream_t stream = GetCudaStream(x.device());
   DispatchFloating(x.dtype(), "x", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    constexpr int kWidth = cuda::kPackWidth<T>;
+    constexpr int kWidth = gpu::kPackWidth<T>;
     const T* w = weight.has_value() ? DataPtr<const T>(weight.value()) : nullptr;
     // 16-byte packs when every row of x, out and weight starts 16-byte aligned.
     const bool packed = x_rows.hidden % kWidth == 0 &&
                         RowsArePacked(DataPtr<const T>(x), x_rows.row_stride, kWidth) &&
                         RowsArePacked(DataPtr<T>(out), out_stride, kWidth) &&
-                        (w == nullptr || cuda::IsAligned(w, 16));
+                        (w == nullptr || gpu::IsAligned(w, 16));
     if (packed) {
       LaunchRmsNorm<T, kWidth>(DataPtr<T>(out), DataPtr<const T>(x), w, x_rows, out_stride, eps,
                                stream);
@@ -318,11 +326,11 @@ void RmsNormRstdCUDA(ffi::TensorView rstd, ffi::TensorView x, double eps) {
   CheckRmsNormRstdArgs(rstd, x, eps);
   const RowLayout x_rows = AsRows(x, "x");
   if (x_rows.rows == 0) return;
-  CUDADeviceGuard guard(x.device().device_id);
+  ffi::CUDADeviceGuard guard(x.device().device_id);
   cudaStream_t stream = GetCudaStream(x.device());
   DispatchFloating(x.dtype(), "x", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const unsigned int grid = static_cast<unsigned int>(std::min<int64_t>(x_rows.rows, 0x7fffffff));
+    const unsigned int grid = gpu::GridSize(x_rows.rows, 1);
     RmsNormRstdKernel<T><<<grid, kBackwardThreads, 0, stream>>>(
         DataPtr<double>(rstd), DataPtr<const T>(x), x_rows, EpsIn<Acc<T>>(eps));
   });
@@ -334,12 +342,12 @@ void RmsNormBackwardCUDA(ffi::TensorView grad_x, ffi::TensorView grad, ffi::Tens
   CheckRmsNormBackwardArgs(grad_x, grad, x, weight, rstd);
   if (x.numel() == 0) return;
   const RowLayout x_rows = AsRows(x, "x");
-  CUDADeviceGuard guard(x.device().device_id);
+  ffi::CUDADeviceGuard guard(x.device().device_id);
   cudaStream_t stream = GetCudaStream(x.device());
   DispatchFloating(x.dtype(), "x", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* w = weight.has_value() ? DataPtr<const T>(weight.value()) : nullptr;
-    const unsigned int grid = static_cast<unsigned int>(std::min<int64_t>(x_rows.rows, 0x7fffffff));
+    const unsigned int grid = gpu::GridSize(x_rows.rows, 1);
     RmsNormBackwardKernel<T><<<grid, kBackwardThreads, 0, stream>>>(
         DataPtr<T>(grad_x), DataPtr<const T>(grad), DataPtr<const T>(x), w,
         DataPtr<const double>(rstd), x_rows);
@@ -353,14 +361,15 @@ void RmsNormWeightGradCUDA(ffi::TensorView grad_weight, ffi::TensorView grad, ff
   const RowLayout x_rows = AsRows(x, "x");
   const int64_t groups = WeightGradGroups(grad_weight, x);
   if (x_rows.hidden == 0 || groups == 0) return;
-  TVM_FFI_CHECK(groups <= 65535, ValueError)
+  SCALE_LIB_CHECK(groups <= 65535, ValueError)
       << "rms_norm_weight_grad supports at most 65535 batch groups; got " << groups;
-  CUDADeviceGuard guard(x.device().device_id);
+  ffi::CUDADeviceGuard guard(x.device().device_id);
   cudaStream_t stream = GetCudaStream(x.device());
   DispatchFloating(x.dtype(), "x", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const dim3 grid(cuda::GridSize(x_rows.hidden, 32), static_cast<unsigned int>(groups));
-    RmsNormWeightGradKernel<T><<<grid, dim3(32, 8), 0, stream>>>(
+    const dim3 grid(gpu::GridSize(x_rows.hidden, kWeightGradColumns),
+                    static_cast<unsigned int>(groups));
+    RmsNormWeightGradKernel<T><<<grid, dim3(kWeightGradColumns, kWeightGradRowLanes), 0, stream>>>(
         DataPtr<T>(grad_weight), DataPtr<const T>(grad), DataPtr<const T>(x),
         DataPtr<const double>(rstd), x_rows, x_rows.rows / groups);
   });

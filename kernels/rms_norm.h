@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // rms_norm: out = x * rsqrt(mean(x^2 over the last dimension) + eps) * weight, for every row of
 // an N-d x (the leading dimensions are rows). Accumulation is in float32 (float64 for float64).
 //
@@ -11,24 +12,27 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
 #include <limits>
 
+#include "float_env.h"
 #include "tvm_ffi_utils.h"
 
 namespace scale_lib {
 
-// eps in the compute type A. A positive eps is at least A's smallest normal number: rounding a
-// tiny eps to zero (or flushing it, as XLA's CPU threads do with subnormals) would turn an
-// all-zero row into 0/0 = NaN, where any positive eps promises 0. Positive is read from the bits:
-// with denormals-are-zero on (XLA's CPU threads again) even `eps > 0` sees a subnormal as zero.
+// [eps.begin]
+// eps in the accumulation type A (float32, or float64 for float64 input), rounded to nearest,
+// except that a positive eps that would round to 0 becomes A's smallest subnormal (2^-149 in
+// float32, 2^-1074 in float64). So rstd = 1 / sqrt(mean(x^2) + eps) adds eps
+// as given wherever A can hold it, and an all-zero row normalises to 0 for every positive eps.
+// Subnormals count: CUDA kernels keep them (no flush-to-zero), and the CPU code runs with the
+// calling thread's flush-to-zero modes off (IeeeSubnormals), this rounding included.
 template <typename A>
 A EpsIn(double eps) {
-  uint64_t bits;
-  std::memcpy(&bits, &eps, sizeof(bits));
-  const bool positive = bits != 0 && (bits >> 63) == 0;
-  return positive ? std::max(static_cast<A>(eps), std::numeric_limits<A>::min()) : A(0);
+  IeeeSubnormals ieee;
+  const A rounded = static_cast<A>(eps);
+  return eps > 0 && rounded == 0 ? std::numeric_limits<A>::denorm_min() : rounded;
 }
+// [eps.end]
 
 // [rows.begin]
 // A tensor seen as `rows` rows of `hidden` contiguous elements, `row_stride` elements apart.
@@ -110,17 +114,16 @@ inline void CheckRmsNormArgs(const ffi::TensorView& out, const ffi::TensorView& 
   CHECK_MIN_NDIM(x, 1);
   CHECK_LIKE(out, x);
   if (weight.has_value()) CheckWeight(weight.value(), x);
-  TVM_FFI_CHECK(eps >= 0, ValueError) << "eps must be non-negative; got " << eps;
+  SCALE_LIB_CHECK(eps >= 0, ValueError) << "eps must be non-negative; got " << eps;
   AsRows(x, "x");
   AsRows(out, "out");
-  CHECK_NO_PARTIAL_OVERLAP(out, x);
 }
 
 inline void CheckRstd(const ffi::TensorView& rstd, const ffi::TensorView& x) {
   CHECK_DTYPE(rstd, kFloat64);
   CHECK_SAME_DEVICE(rstd, x);
   CHECK_CONTIGUOUS(rstd);
-  TVM_FFI_CHECK(rstd.numel() == AsRows(x, "x").rows, ValueError)
+  SCALE_LIB_CHECK(rstd.numel() == AsRows(x, "x").rows, ValueError)
       << "rstd must have one element per row of x (" << AsRows(x, "x").rows << "); got shape "
       << ShapeString(rstd);
 }
@@ -130,7 +133,7 @@ inline void CheckRmsNormRstdArgs(const ffi::TensorView& rstd, const ffi::TensorV
   CHECK_FLOATING(x);
   CHECK_MIN_NDIM(x, 1);
   CheckRstd(rstd, x);
-  TVM_FFI_CHECK(eps >= 0, ValueError) << "eps must be non-negative; got " << eps;
+  SCALE_LIB_CHECK(eps >= 0, ValueError) << "eps must be non-negative; got " << eps;
 }
 
 void RmsNormCPU(ffi::TensorView out, ffi::TensorView x, ffi::Optional<ffi::TensorView> weight,
@@ -165,8 +168,6 @@ inline void CheckRmsNormBackwardArgs(const ffi::TensorView& grad_x, const ffi::T
   AsRows(x, "x");
   if (weight.has_value()) CheckWeight(weight.value(), x);
   CheckRstd(rstd, x);
-  CHECK_NO_PARTIAL_OVERLAP(grad_x, x);
-  CHECK_NO_PARTIAL_OVERLAP(grad_x, grad);
 }
 
 inline void CheckRmsNormWeightGradArgs(const ffi::TensorView& grad_weight,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CPU twin of kernels/rms_norm.cu: the same math, one row at a time.
 #include <algorithm>
 #include <cmath>
@@ -13,7 +14,7 @@ namespace scale_lib {
 namespace {
 
 template <typename T>
-using Math = cpu::FloatMath<T>;
+using Math = host::FloatMath<T>;
 template <typename T>
 using Acc = typename Math<T>::Compute;
 
@@ -23,23 +24,24 @@ const Acc<T>* RowInComputeType(const T* row, int64_t hidden, std::vector<Acc<T>>
   if constexpr (std::is_same_v<T, Acc<T>>) {
     return row;
   } else {
-    cpu::LoadN(row, scratch.data(), hidden);
+    host::LoadN(row, scratch.data(), hidden);
     return scratch.data();
   }
 }
 
 template <typename T>
 Acc<T> RowRstd(const Acc<T>* row, int64_t hidden, Acc<T> eps) {
-  return Acc<T>(1) / std::sqrt(cpu::SumOfSquares(row, hidden) / static_cast<Acc<T>>(hidden) + eps);
+  return Acc<T>(1) / std::sqrt(host::SumOfSquares(row, hidden) / static_cast<Acc<T>>(hidden) + eps);
 }
 
 template <typename T>
 void RmsNormRows(T* out, const T* x, const T* weight, RowLayout x_rows, int64_t out_stride,
                  double eps, int64_t first_row, int64_t end_row) {
+  IeeeSubnormals ieee;  // on every thread of the call: eps is added as given (rms_norm.h)
   const int64_t h = x_rows.hidden;
   std::vector<Acc<T>> row_scratch(static_cast<size_t>(h)), y(static_cast<size_t>(h));
   std::vector<Acc<T>> w(weight != nullptr ? static_cast<size_t>(h) : 0);
-  if (weight != nullptr) cpu::LoadN(weight, w.data(), h);
+  if (weight != nullptr) host::LoadN(weight, w.data(), h);
   for (int64_t r = first_row; r < end_row; ++r) {
     const Acc<T>* row = RowInComputeType(x + r * x_rows.row_stride, h, row_scratch);
     const Acc<T> rstd = RowRstd<T>(row, h, EpsIn<Acc<T>>(eps));
@@ -48,7 +50,7 @@ void RmsNormRows(T* out, const T* x, const T* weight, RowLayout x_rows, int64_t 
     } else {
       for (int64_t j = 0; j < h; ++j) y[j] = row[j] * rstd;
     }
-    cpu::StoreN(y.data(), out + r * out_stride, h);
+    host::StoreN(y.data(), out + r * out_stride, h);
   }
 }
 
@@ -63,10 +65,10 @@ void RmsNormCPU(ffi::TensorView out, ffi::TensorView x, ffi::Optional<ffi::Tenso
   DispatchFloating(x.dtype(), "x", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* w = weight.has_value() ? DataPtr<const T>(weight.value()) : nullptr;
-    // Whole rows per thread, about 2^18 elements each at least.
+    // Whole rows per thread, host::kMinItemsPerThread elements each at least.
     const int64_t min_rows =
-        std::max<int64_t>(1, (int64_t{1} << 18) / std::max<int64_t>(x_rows.hidden, 1));
-    cpu::ParallelFor(x_rows.rows, min_rows, 1, [&](int64_t begin, int64_t end) {
+        std::max<int64_t>(1, host::kMinItemsPerThread / std::max<int64_t>(x_rows.hidden, 1));
+    host::ParallelFor(x_rows.rows, min_rows, 1, [&](int64_t begin, int64_t end) {
       RmsNormRows<T>(DataPtr<T>(out), DataPtr<const T>(x), w, x_rows, out_stride, eps, begin, end);
     });
   });
@@ -79,6 +81,7 @@ void RmsNormRstdCPU(ffi::TensorView rstd, ffi::TensorView x, double eps) {
     using T = typename decltype(tag)::type;
     const T* x_data = DataPtr<const T>(x);
     double* out = DataPtr<double>(rstd);
+    IeeeSubnormals ieee;
     std::vector<Acc<T>> scratch(static_cast<size_t>(x_rows.hidden));
     for (int64_t r = 0; r < x_rows.rows; ++r) {
       const Acc<T>* row = RowInComputeType(x_data + r * x_rows.row_stride, x_rows.hidden, scratch);

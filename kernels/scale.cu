@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CUDA implementation of scale: out = x * factor. The CPU twin is kernels/scale_cpu.cc.
 #include <cstdint>
 
@@ -18,25 +19,25 @@ constexpr int kVecBytes = 16;
 constexpr int64_t kManyVecs = int64_t{1} << 20;
 
 template <typename T>
-using Vec = cuda::Pack<T, cuda::kPackWidth<T>>;
+using Vec = gpu::Pack<T, gpu::kPackWidth<T>>;
 
 template <typename T>
-using Compute = typename cuda::FloatMath<T>::Compute;
+using Compute = typename gpu::FloatMath<T>::Compute;
 
 template <typename T>
 __device__ void ScaleVec(Vec<T>& v, Compute<T> factor) {
-  Compute<T> f[cuda::kPackWidth<T>];
-  cuda::Widen(v, f);
+  Compute<T> f[gpu::kPackWidth<T>];
+  gpu::Widen(v, f);
 #pragma unroll
-  for (int k = 0; k < cuda::kPackWidth<T>; ++k) f[k] *= factor;
-  cuda::Narrow(f, v);
+  for (int k = 0; k < gpu::kPackWidth<T>; ++k) f[k] *= factor;
+  gpu::Narrow(f, v);
 }
 
 // The last n % kWidth elements do not fill a vector: block 0 does them, one per thread.
 template <typename T>
 __device__ void ScaleTail(T* out, const T* x, Compute<T> factor, int64_t n) {
-  using Math = cuda::FloatMath<T>;
-  const int64_t i = n / cuda::kPackWidth<T> * cuda::kPackWidth<T> + threadIdx.x;
+  using Math = gpu::FloatMath<T>;
+  const int64_t i = n / gpu::kPackWidth<T> * gpu::kPackWidth<T> + threadIdx.x;
   if (blockIdx.x == 0 && i < n) out[i] = Math::Store(Math::Load(x[i]) * factor);
 }
 
@@ -45,7 +46,7 @@ __device__ void ScaleTail(T* out, const T* x, Compute<T> factor, int64_t n) {
 template <typename T, int kVecsPerThread>
 __global__ void __launch_bounds__(kThreads)
     ScaleVectorKernel(T* out, const T* x, Compute<T> factor, int64_t n) {
-  const int64_t num_vecs = n / cuda::kPackWidth<T>;
+  const int64_t num_vecs = n / gpu::kPackWidth<T>;
   const auto* x_vecs = reinterpret_cast<const Vec<T>*>(x);
   auto* out_vecs = reinterpret_cast<Vec<T>*>(out);
   const int64_t grid_stride = static_cast<int64_t>(gridDim.x) * kThreads * kVecsPerThread;
@@ -74,7 +75,7 @@ template <typename T>
 __global__ void __launch_bounds__(kThreads)
     ScaleSmallKernel(T* out, const T* x, Compute<T> factor, int64_t n) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
-  if (i < n / cuda::kPackWidth<T>) {
+  if (i < n / gpu::kPackWidth<T>) {
     Vec<T> v = reinterpret_cast<const Vec<T>*>(x)[i];
     ScaleVec(v, factor);
     reinterpret_cast<Vec<T>*>(out)[i] = v;
@@ -86,7 +87,7 @@ __global__ void __launch_bounds__(kThreads)
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
     ScaleScalarKernel(T* out, const T* x, Compute<T> factor, int64_t n) {
-  using Math = cuda::FloatMath<T>;
+  using Math = gpu::FloatMath<T>;
   const int64_t grid_stride = static_cast<int64_t>(gridDim.x) * kThreads;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; i < n;
        i += grid_stride) {
@@ -98,17 +99,16 @@ __global__ void __launch_bounds__(kThreads)
 template <typename T>
 void LaunchScale(T* out, const T* x, int64_t n, double factor, cudaStream_t stream) {
   const auto f = static_cast<Compute<T>>(factor);
-  if (cuda::IsAligned(out, kVecBytes) && cuda::IsAligned(x, kVecBytes)) {
-    const int64_t num_vecs = n / cuda::kPackWidth<T>;
+  if (gpu::IsAligned(out, kVecBytes) && gpu::IsAligned(x, kVecBytes)) {
+    const int64_t num_vecs = n / gpu::kPackWidth<T>;
     if (num_vecs >= kManyVecs) {
       ScaleVectorKernel<T, 4>
-          <<<cuda::GridSize(num_vecs, kThreads * 4), kThreads, 0, stream>>>(out, x, f, n);
+          <<<gpu::GridSize(num_vecs, kThreads * 4), kThreads, 0, stream>>>(out, x, f, n);
     } else {
-      ScaleSmallKernel<T>
-          <<<cuda::GridSize(num_vecs, kThreads), kThreads, 0, stream>>>(out, x, f, n);
+      ScaleSmallKernel<T><<<gpu::GridSize(num_vecs, kThreads), kThreads, 0, stream>>>(out, x, f, n);
     }
   } else {
-    ScaleScalarKernel<T><<<cuda::GridSize(n, kThreads), kThreads, 0, stream>>>(out, x, f, n);
+    ScaleScalarKernel<T><<<gpu::GridSize(n, kThreads), kThreads, 0, stream>>>(out, x, f, n);
   }
 }
 
@@ -119,7 +119,7 @@ void ScaleCUDA(ffi::TensorView out, ffi::TensorView x, double factor) {
   CheckScaleArgs(out, x);                           // 1. validate
   const int64_t n = x.numel();
   if (n == 0) return;
-  CUDADeviceGuard guard(x.device().device_id);      // 2. device guard
+  ffi::CUDADeviceGuard guard(x.device().device_id);      // 2. device guard
   cudaStream_t stream = GetCudaStream(x.device());  // 3. stream
   DispatchFloating(x.dtype(), "x", [&](auto tag) {  // 4. dtype dispatch + launch
     using T = typename decltype(tag)::type;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CPU twin of kernels/scale.cu.
 #include <algorithm>
 #include <cstdint>
@@ -16,7 +17,7 @@ constexpr int64_t kMinPerThread = int64_t{1} << 18;  // ~1 MB of float32 per thr
 // vectorises behind a runtime overlap check. 16-bit types: cache-sized chunks converted in bulk.
 template <typename T>
 void ScaleLoop(T* out, const T* x, int64_t n, double factor) {
-  using Compute = typename cpu::FloatMath<T>::Compute;
+  using Compute = typename host::FloatMath<T>::Compute;
   const auto f = static_cast<Compute>(factor);
   if constexpr (std::is_same_v<T, Compute>) {
     for (int64_t i = 0; i < n; ++i) out[i] = x[i] * f;
@@ -25,9 +26,9 @@ void ScaleLoop(T* out, const T* x, int64_t n, double factor) {
     Compute buf[kChunk];
     for (int64_t start = 0; start < n; start += kChunk) {
       const int64_t len = std::min(kChunk, n - start);
-      cpu::LoadN(x + start, buf, len);
+      host::LoadN(x + start, buf, len);
       for (int64_t i = 0; i < len; ++i) buf[i] *= f;
-      cpu::StoreN(buf, out + start, len);
+      host::StoreN(buf, out + start, len);
     }
   }
 }
@@ -43,7 +44,7 @@ void ScaleCPU(ffi::TensorView out, ffi::TensorView x, double factor) {
     using T = typename decltype(tag)::type;
     T* o = DataPtr<T>(out);
     const T* xs = DataPtr<const T>(x);
-    cpu::ParallelFor(n, kMinPerThread, 64, [&](int64_t begin, int64_t end) {
+    host::ParallelFor(n, kMinPerThread, 64, [&](int64_t begin, int64_t end) {
       ScaleLoop<T>(o + begin, xs + begin, end - begin, factor);
     });
   });

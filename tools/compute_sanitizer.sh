@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Runs the CUDA tests of every op under compute-sanitizer: memcheck, racecheck, initcheck and
 # synccheck by default, or the tools named. Needs a GPU, compute-sanitizer, and scale_lib
 # installed with CUDA.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Device code of axpby (out = a * x + b * y), compiled on its own into a fatbin (every
 // architecture of the build, plus PTX) that is embedded into the library and launched through
 // TVM-FFI's CUBIN launcher (kernels/axpby.cu). Only extern "C" kernels: the launcher finds them
