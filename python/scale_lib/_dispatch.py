@@ -14,7 +14,7 @@ from typing import Any
 
 from . import _cupy, _jax, _numpy, _paddle, _torch
 from ._adapter import Adapter
-from ._op import Op
+from ._op import Op, exact_types
 from ._spec import OpSpec
 
 # Adding a framework: a module with an Adapter subclass, and its ADAPTER here.
@@ -59,36 +59,41 @@ class Dispatcher:
     # [op_call.begin]
     def call(self, inputs: tuple[Any, ...], attrs: tuple[Any, ...] = (), out: Any = None) -> Any:
         op = self.op
-        attrs = op.convert_attrs(attrs)
         x = inputs[0]
         adapter = _BY_TYPE.get(type(x)) or adapter_of(x, op.input_names[0])
         if len(inputs) > 1:
             _check_other_inputs(op, inputs)
         if out is not None:
-            if op.spec.output.allocated_by_library:
+            if not op.takes_out:
                 raise TypeError(f"{op.name} has no out=: the size of its result depends on the data")
             if type(out) is not type(x):  # same type as x: same framework, checked by it
                 out_adapter = adapter_of(out, "out")
                 if out_adapter is not adapter:
                     out_adapter.check_out(out, "out")
         if adapter.takes_call(op, inputs):
-            return adapter.call(op, inputs, attrs, out)
-        if op.plain:  # the common case, kept lean: it is every eager call's host overhead
-            if out is None:
-                out = (
-                    adapter.empty(inputs[op.like_index])
-                    if op.output_is_like_input
-                    else adapter.empty(inputs[op.like_index], op.output_shape(inputs), op.spec.output.dtype)
-                )
-            try:
-                if adapter.sets_stream:
-                    adapter.invoke(x, op.fn, out, *inputs, *attrs)
-                else:
-                    op.fn(out, *inputs, *attrs)
-            except BufferError:
-                _retry_converted(adapter, x, op.fn, (out, *inputs), op.out_and_input_names, attrs)
-            return out
-        return _call_special(adapter, op, inputs, attrs, out)
+            return adapter.call(op, inputs, op.convert_attrs(attrs), out)
+        # An eager call: what follows is its host overhead, kept lean. Scalars of exactly the
+        # declared types go to the library as they are (it checks their bounds itself).
+        if not exact_types(attrs, op.attr_types):
+            attrs = op.convert_attrs(attrs)
+        if out is None and op.fn_new is not None and adapter.publishes_allocator:
+            return op.fn_new(*inputs, *attrs)  # the library allocates with the framework: one call
+        if not op.plain:
+            return _call_special(adapter, op, inputs, attrs, out)
+        if out is None:
+            out = (
+                adapter.empty(inputs[op.like_index])
+                if op.output_is_like_input
+                else adapter.empty(inputs[op.like_index], op.output_shape(inputs), op.spec.output.dtype)
+            )
+        try:
+            if adapter.sets_stream:
+                adapter.invoke(x, op.fn, out, *inputs, *attrs)
+            else:
+                op.fn(out, *inputs, *attrs)
+        except BufferError:
+            _retry_converted(adapter, x, op.fn, (out, *inputs), op.out_and_input_names, attrs)
+        return out
 
     # [op_call.end]
 
@@ -110,7 +115,12 @@ def registered_specs() -> tuple[OpSpec, ...]:
 
 def _check_other_inputs(op: Op, inputs: tuple[Any, ...]) -> None:
     """Every input is an array, or None where optional: a TypeError naming it otherwise."""
-    for spec, t in zip(op.spec.inputs[1:], inputs[1:], strict=True):
+    for t in inputs:  # the common case first: arrays of types seen before
+        if type(t) not in _BY_TYPE:
+            break
+    else:
+        return
+    for spec, t in zip(op.spec.inputs, inputs, strict=True):
         if t is None:
             if not spec.optional:
                 raise TypeError(f"{spec.name} must be an array; got None")

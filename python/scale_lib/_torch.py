@@ -37,18 +37,9 @@ _SCHEMA_TYPE = {float: "float", int: "int", bool: "bool"}
 _library: Any = globals().get("_library")
 
 
-def _wants_custom_op(t: Any) -> bool:
-    # Every term is evaluated on the common (direct) path, so each must be cheap.
-    return (
-        type(t) is not _Tensor  # FakeTensor, FunctionalTensor, Parameter, DTensor, ...
-        or (t.requires_grad and _grad_enabled())
-        or t.is_meta  # the fake implementation computes meta tensors
-        or _dynamo_compiling()  # torch.compile traces this code: put the op in its graph
-    )
-
-
 class TorchAdapter(Adapter):
     name = module = "torch"
+    publishes_allocator = True
 
     def __init__(self) -> None:
         # op name -> (functional custom op, out= custom op or None)
@@ -57,12 +48,20 @@ class TorchAdapter(Adapter):
     def array_type(self) -> type | None:
         return None if torch is None else torch.Tensor
 
+    # [torch_route.begin]
     def takes_call(self, op: Op, inputs: tuple[Any, ...]) -> bool:
-        # A plain loop: any() over a generator costs a few hundred ns on every eager call.
-        for t in inputs:  # noqa: SIM110
-            if isinstance(t, _Tensor) and _wants_custom_op(t):
+        # Every eager call runs this, so it is a plain loop of cheap checks.
+        if _dynamo_compiling():  # torch.compile traces this code: put the op in its graph
+            return True
+        for t in inputs:
+            if type(t) is _Tensor:
+                if (t.requires_grad and _grad_enabled()) or t.is_meta:  # autograd; fake computes meta
+                    return True
+            elif isinstance(t, _Tensor):  # FakeTensor, FunctionalTensor, Parameter, DTensor, ...
                 return True
         return False
+
+    # [torch_route.end]
 
     def call(self, op: Op, inputs: tuple[Any, ...], attrs: tuple[Any, ...], out: Any) -> Any:
         x = inputs[0]
@@ -82,10 +81,10 @@ class TorchAdapter(Adapter):
     def empty(self, like: Any, shape: Shape | None = None, dtype: str | None = None) -> Any:
         if shape is None and dtype is None:
             return torch.empty_like(like, memory_format=torch.contiguous_format)
-        return torch.empty(
+        # new_empty keeps like's device without torch.empty's explicit (and slower) arguments.
+        return like.new_empty(
             like.shape if shape is None else shape,
             dtype=like.dtype if dtype is None else getattr(torch, dtype),
-            device=like.device,
         )
 
     def adopt(self, result: Any) -> Any:
