@@ -24,14 +24,13 @@ namespace {
 template <auto kFn, typename... Args>
 ffi::Tensor New(ffi::ShapeView shape, ffi::TensorView x, Args... args) {
   const bool cpu = detail::CheckSupportedDevice(x, "x") == kDLCPU;  // before allocating on it
-  ffi::Tensor out = cpu ? AllocHostResult(shape, x.dtype()) : AllocFromFramework(shape, x.dtype(), x.device());
+  ffi::Tensor out =
+      cpu ? AllocHostResult(shape, x.dtype()) : AllocFromFramework(shape, x.dtype(), x.device());
   kFn(out, x, std::move(args)...);
   return out;
 }
 
-ffi::Tensor ScaleNew(ffi::TensorView x, double factor) {
-  return New<&Scale>(x.shape(), x, factor);
-}
+ffi::Tensor ScaleNew(ffi::TensorView x, double factor) { return New<&Scale>(x.shape(), x, factor); }
 
 ffi::Tensor AxpbyNew(ffi::TensorView x, ffi::TensorView y, double a, double b) {
   return New<&Axpby>(x.shape(), x, y, a, b);
