@@ -6,7 +6,7 @@ defines a vjp, an autograd formula.
 Plain eager calls on tensors that need no gradient go straight to the library: the custom-op
 dispatcher costs several microseconds a call, the library call under one. Everything PyTorch
 itself must see takes the custom op: tracing under torch.compile/torch.export, tensor subclasses
-(FakeTensor, FunctionalTensor, Parameter, DTensor, ...), meta tensors and tensors that require
+(FakeTensor, FunctionalTensor, DTensor, ...), meta tensors and tensors that require
 grad.
 """
 
@@ -24,6 +24,9 @@ try:
 
     # Module-level aliases keep the per-call check cheap; dynamo still recognises the function.
     _Tensor = torch.Tensor
+    # A module's weights: a plain tensor to the library (no torch function or dispatch of its
+    # own); whether it requires grad decides, as for any tensor.
+    _Parameter = torch.nn.Parameter
     _grad_enabled = torch.is_grad_enabled
     _dynamo_compiling = torch.compiler.is_dynamo_compiling
 except ImportError:  # scale_lib works without PyTorch
@@ -54,10 +57,10 @@ class TorchAdapter(Adapter):
         if _dynamo_compiling():  # torch.compile traces this code: put the op in its graph
             return True
         for t in inputs:
-            if type(t) is _Tensor:
+            if type(t) is _Tensor or type(t) is _Parameter:
                 if (t.requires_grad and _grad_enabled()) or t.is_meta:  # autograd; fake computes meta
                     return True
-            elif isinstance(t, _Tensor):  # FakeTensor, FunctionalTensor, Parameter, DTensor, ...
+            elif isinstance(t, _Tensor):  # FakeTensor, FunctionalTensor, DTensor, ...
                 return True
         return False
 
