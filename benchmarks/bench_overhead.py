@@ -481,7 +481,8 @@ def no_graph_break(device: str) -> dict[str, Any]:
 
     x, w1, w2 = _decode_inputs(device, 8)
     torch._dynamo.reset()
-    explained = torch._dynamo.explain(decode_step_scale_lib)(x, w1, w2)
+    with torch.no_grad():
+        explained = torch._dynamo.explain(decode_step_scale_lib)(x, w1, w2)
     ops = [str(op) for graph_ops in explained.ops_per_graph for op in graph_ops]
     return {
         "array": f"torch {device}",
@@ -496,8 +497,12 @@ def _decode_inputs(device: str, batch: int) -> tuple[Any, Any, Any]:
     import torch
 
     g = torch.Generator().manual_seed(batch)
-    x, w1, w2 = (torch.randn(s, generator=g) for s in ((batch, HIDDEN), (HIDDEN,), (HIDDEN,)))
-    return tuple(t.to(device, torch.bfloat16) for t in (x, w1, w2))  # type: ignore[return-value]
+    x, w1, w2 = (
+        torch.randn(s, generator=g).to(device, torch.bfloat16)
+        for s in ((batch, HIDDEN), (HIDDEN,), (HIDDEN,))
+    )
+    # The norms' weights are a module's parameters; the step runs under torch.no_grad().
+    return x, torch.nn.Parameter(w1), torch.nn.Parameter(w2)
 
 
 def _eager(step: Callable[..., Any], args: tuple[Any, ...]) -> tuple[Fn, Any]:
@@ -710,8 +715,9 @@ def main() -> None:
         for device in devices:
             if device == "cuda" and not (torch.cuda.is_available() and scale_lib.cuda_available()):
                 continue
-            capture.append(no_graph_break(device))
-            decode += run_decode(device, sample_s, repeats, args.quick)
+            with torch.no_grad():  # inference
+                capture.append(no_graph_break(device))
+                decode += run_decode(device, sample_s, repeats, args.quick)
     except ImportError:
         pass
     data = {
