@@ -9,7 +9,13 @@
   docs              the Sphinx site, warnings as errors (docs/_build/html)
   build             wheel + sdist into dist/, then checks of the wheel's tag and contents
   bench             every benchmark in --quick mode (seconds, CPU)
-  template          rename the project, scaffold an op, build and test the result
+  # template-only:begin
+  template          generate libraries from the template, remove an op, update one; check each
+  # template-only:end
+
+Sessions run on the Python that runs nox (3.11 or newer; NOX_PYTHON=3.13 picks another). The
+frameworks are the newest releases pip finds; TORCH_SPEC overrides the torch requirement (e.g.
+a CPU-only build, or the one CI pins).
 
 The CUDA architectures default to every one CUDA 13 supports (slow to build; CI builds them
 all so that any compile error fails). For a quick local build: CUDAARCHS=native (or e.g. 90).
@@ -17,8 +23,10 @@ all so that any compile error fails). For a quick local build: CUDAARCHS=native 
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import nox
@@ -26,12 +34,27 @@ import nox
 nox.options.default_venv_backend = "venv"
 nox.options.reuse_venv = "yes"
 nox.options.sessions = ["tests"]
+nox.options.error_on_missing_interpreters = True  # a session that cannot run fails, loudly
 
 ROOT = Path(__file__).resolve().parent
-PYTHON = "3.11"
-# torch==2.13.0 is the CPU build this project's machines keep on disk; any other spec would
-# download a multi-GB CUDA build. Elsewhere, install the torch you use before running.
-TORCH = "torch==2.13.0"
+MIN_PYTHON = (3, 11)
+
+
+def _python() -> str:
+    """The sessions' interpreter: NOX_PYTHON, else the one running nox (if new enough)."""
+    chosen = os.environ.get("NOX_PYTHON")
+    if chosen:
+        return chosen
+    if sys.version_info < MIN_PYTHON:
+        sys.exit(
+            f"noxfile.py: Python {'.'.join(map(str, MIN_PYTHON))} or newer is needed; nox runs on "
+            f"{sys.version.split()[0]} (set NOX_PYTHON=3.12, or run tools/dev.py with a newer python3)"
+        )
+    return sys.executable
+
+
+PYTHON = _python()
+TORCH = os.environ.get("TORCH_SPEC", "torch")
 FRAMEWORKS = {
     "numpy": [".[test]"],
     "torch": [TORCH, ".[test]"],
@@ -153,16 +176,18 @@ def bench(session: nox.Session) -> None:
         session.run("python", str(script), "--quick", "--out-dir", out)
 
 
+# template-only:begin
 @nox.session(python=PYTHON)
 def template(session: nox.Session) -> None:
-    """Fork the template as a user would: rename it, scaffold an op, build, and run its tests."""
-    dest = Path(session.create_tmp()) / "my_kernels"
-    shutil.rmtree(dest, ignore_errors=True)
-    session.run("python", "tools/new_library.py", "my_kernels", "--dest", str(dest))
-    with session.chdir(dest):
-        session.run("python", "tools/new_op.py", "shift")
-        session.install(".[test]", env={"MY_KERNELS_CUDA": "OFF"})
-        session.run(
-            "python", "-c", "import my_kernels, numpy as np; print(my_kernels.shift(np.ones(3), 2.0))"
-        )
-        session.run("pytest", "-q", "-x", *session.posargs)
+    """Generate libraries from this template (minimal, and with two example ops), remove an op
+    from one, update one from an older template commit; lint, test and build the docs of each
+    (tools/check_template.py; pass e.g. `-- --only update`)."""
+    import re
+
+    # The formatters at the versions the lint pins: generated libraries are formatted with them.
+    pins = re.findall(r"\b(?:ruff|clang-format)==[\w.]+", (ROOT / ".pre-commit-config.yaml").read_text())
+    session.install("copier>=9.4,<10", "pre-commit>=3", *sorted(set(pins)))
+    session.run("python", "tools/check_template.py", session.create_tmp(), *session.posargs)
+
+
+# template-only:end

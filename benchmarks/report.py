@@ -9,10 +9,13 @@ page shows exactly what was measured.
 
 from __future__ import annotations
 
+import importlib
 import json
 import sys
 from collections import defaultdict
 from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
 
 
 def _load(folder: Path, name: str) -> dict:
@@ -29,138 +32,6 @@ def _by(rows: list[dict], *keys: str) -> dict:
 
 def _mark(ok: bool) -> str:
     return "met" if ok else "**missed**"
-
-
-def scale_section(data: dict) -> list[str]:
-    rows = [r for r in data.get("results", []) if r["bench"] == "scale"]
-    out = [
-        "### `scale`, CUDA",
-        "",
-        "GB/s counting bytes read + written; median of 100 runs, L2 flushed before each.",
-        "",
-    ]
-    out += [
-        "| dtype | n | copy | `torch.mul(out=)` | scale_lib | scale_lib / copy | scale_lib / torch |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    roofline_ok, torch_ok = [], []
-    for (device, dtype, size), impl in _by(rows, "device", "dtype", "size").items():
-        if device != "cuda":
-            continue
-        copy, torch, ours = impl["copy"]["gbps"], impl["torch.mul(out=)"]["gbps"], impl["scale_lib"]["gbps"]
-        if _exponent(size) >= 24:
-            roofline_ok.append(ours / copy >= 0.97)
-        torch_ok.append(ours / torch >= 0.99)  # within timing noise (1%)
-        out.append(
-            _row(
-                dtype,
-                size,
-                f"{copy:.0f}",
-                f"{torch:.0f}",
-                f"{ours:.0f}",
-                f"{ours / copy:.1%}",
-                f"{ours / torch:.1%}",
-            )
-        )
-    if roofline_ok:
-        out += [
-            "",
-            f"- Target ≥ 97% of copy bandwidth at n ≥ 2^24: {_mark(all(roofline_ok))}.",
-            "- Target at least as fast as `torch.mul(out=)` at every size (within 1% timing noise): "
-            f"{_mark(all(torch_ok))} (met in {sum(torch_ok)} of {len(torch_ok)} cases).",
-        ]
-    jax_rows = [r for r in data.get("results", []) if r["bench"] == "scale-jax"]
-    if jax_rows:
-        out += [
-            "",
-            "### `scale` under `jax.jit`, GPU",
-            "",
-            "Microseconds per application, dispatch cancelled (see `bench_scale.py`).",
-            "",
-            "| dtype | n | `jnp` `x * f` | scale_lib | scale_lib / jnp time |",
-            "|---|---|---|---|---|",
-        ]
-        ok = []
-        for (_, dtype, size), impl in _by(jax_rows, "device", "dtype", "size").items():
-            theirs, ours = impl["jnp x*f (jit)"]["median_us"], impl["scale_lib (jax.jit)"]["median_us"]
-            if _exponent(size) >= 24:
-                ok.append(ours <= 1.05 * theirs)
-            out.append(_row(dtype, size, f"{theirs:.1f}", f"{ours:.1f}", f"{ours / theirs:.2f}"))
-        out += ["", f"- Target within 5% of jitted `x * f` at n ≥ 2^24: {_mark(all(ok))}."]
-    cpu = {k: v for k, v in _by(rows, "device", "dtype", "size").items() if k[0] == "cpu"}
-    if cpu:
-        out += [
-            "",
-            "### `scale`, CPU",
-            "",
-            "| dtype | n | NumPy GB/s | scale_lib GB/s | scale_lib / NumPy |",
-            "|---|---|---|---|---|",
-        ]
-        ok = []
-        for (_, dtype, size), impl in cpu.items():
-            theirs, ours = impl["numpy.multiply(out=)"]["gbps"], impl["scale_lib"]["gbps"]
-            if _exponent(size) >= 20:
-                ok.append(ours >= theirs)
-            out.append(_row(dtype, size, f"{theirs:.1f}", f"{ours:.1f}", f"{ours / theirs:.2f}x"))
-        out += [
-            "",
-            f"- Target at least NumPy's throughput at n ≥ 2^20: {_mark(all(ok))} "
-            f"(met in {sum(ok)} of {len(ok)} cases).",
-        ]
-    return out
-
-
-def rms_norm_section(data: dict) -> list[str]:
-    rows = data.get("results", [])
-    table = _by(rows, "device", "dtype", "size")
-    out = [
-        "### `rms_norm`, CUDA",
-        "",
-        "GB/s counting `x` read once and `out` written once; median of 50 runs, L2 flushed.",
-        "",
-        "| dtype | shape | copy | `F.rms_norm` | scale_lib | scale_lib / copy | speed-up over `F.rms_norm` |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    roofline_ok, faster = [], []
-    for (device, dtype, size), impl in table.items():
-        if device != "cuda":
-            continue
-        copy, theirs, ours = impl["copy"]["gbps"], impl["F.rms_norm"]["gbps"], impl["scale_lib"]["gbps"]
-        if size in ("8192x4096", "32768x8192"):
-            roofline_ok.append(ours / copy >= 0.90)
-        faster.append(ours > theirs)
-        out.append(
-            _row(
-                dtype,
-                size,
-                f"{copy:.0f}",
-                f"{theirs:.0f}",
-                f"{ours:.0f}",
-                f"{ours / copy:.1%}",
-                f"{ours / theirs:.2f}x",
-            )
-        )
-    out += [
-        "",
-        f"- Target ≥ 90% of copy at (8192, 4096) and (32768, 8192): {_mark(all(roofline_ok))}.",
-        f"- Target faster than `F.rms_norm` at every shape: {_mark(all(faster))}.",
-    ]
-    cpu = {k: v for k, v in table.items() if k[0] == "cpu"}
-    if cpu:
-        out += [
-            "",
-            "### `rms_norm`, CPU",
-            "",
-            "| dtype | shape | NumPy GB/s | scale_lib GB/s | speed-up |",
-            "|---|---|---|---|---|",
-        ]
-        ok = []
-        for (_, dtype, size), impl in cpu.items():
-            theirs, ours = impl["numpy"]["gbps"], impl["scale_lib"]["gbps"]
-            ok.append(ours >= 2 * theirs)
-            out.append(_row(dtype, size, f"{theirs:.1f}", f"{ours:.1f}", f"{ours / theirs:.1f}x"))
-        out += ["", f"- Target at least 2x a NumPy implementation: {_mark(all(ok))}."]
-    return out
 
 
 # Host-overhead targets (bench_overhead.py), microseconds.
@@ -373,8 +244,24 @@ def _row(*cells: object) -> str:
     return "| " + " | ".join(str(c) for c in cells) + " |"
 
 
+def _sections(folder: Path) -> list[str]:
+    """The results in ``folder``: ``<op>.json`` from bench_<op>.py, reported by report_<op>.py
+    next to this file, in the order of the declared ops; then the host overhead."""
+    try:
+        from scale_lib.ops import OPS
+
+        order = [op.name for op in OPS]
+    except (ImportError, OSError):  # the report needs no built library
+        order = []
+    names = sorted(
+        (p.stem for p in folder.glob("*.json")),
+        key=lambda n: (n not in order, order.index(n) if n in order else 0, n),
+    )
+    return [n for n in names if n != "overhead" and (HERE / f"report_{n}.py").is_file()]
+
+
 def environment(folder: Path) -> list[str]:
-    for name in ("scale", "rms_norm", "overhead"):
+    for name in [*_sections(folder), "overhead"]:
         env = _load(folder, name).get("environment")
         if env:
             lib = env.get("scale_lib", {})
@@ -387,21 +274,20 @@ def environment(folder: Path) -> list[str]:
     return []
 
 
-SECTIONS = {"scale": scale_section, "rms_norm": rms_norm_section, "overhead": overhead_section}
-
-
 def render(folder: Path, images: str | None = None) -> str:
-    """The report for the JSON files in ``folder``, as Markdown: a section for each benchmark
-    that wrote one. With ``images`` (the path under which the page finds the folder's files),
-    each benchmark's plot follows its tables."""
-    lines = environment(folder)
-    for name, section in SECTIONS.items():
+    """The report for the JSON files in ``folder``, as Markdown. With ``images`` (the path under
+    which the page finds the folder's files), each benchmark's plot follows its tables."""
+    if str(HERE) not in sys.path:
+        sys.path.insert(0, str(HERE))
+    lines = [*environment(folder), ""]
+    sections = [(n, importlib.import_module(f"report_{n}").section) for n in _sections(folder)]
+    for name, section in [*sections, ("overhead", overhead_section)]:
         data = _load(folder, name)
         if not data:
             continue
-        lines += ["", *section(data)]
+        lines += [*section(data), ""]
         if images and (folder / f"{name}.png").exists():
-            lines += ["", f"![{name}: the numbers above, plotted]({images}/{name}.png)"]
+            lines += [f"![{name}: the numbers above, plotted]({images}/{name}.png)", ""]
     return "\n".join(lines) + "\n"
 
 

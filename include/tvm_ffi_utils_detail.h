@@ -295,8 +295,8 @@ const char* AbiDoc() {
   static const std::string doc = [] {
     std::string d = AbiSignature(kAbi) + "\n\nWrites: " +
                     (kAbi.outputs[0] != '\0' ? kAbi.outputs : "nothing (returns its result)");
-    if (kAbi.in_place[0] != '\0') d += std::string("\nIn-place (the same array) allowed: ") +
-                                       kAbi.in_place;
+    if (kAbi.in_place[0] != '\0')
+      d += std::string("\nIn-place (the same array) allowed: ") + kAbi.in_place;
     return d + "\n";
   }();
   return doc.c_str();
@@ -334,8 +334,8 @@ const ffi::TensorView* AsTensor(const T&) {
 
 // No tensor is a null pointer with elements; no output overlaps another argument, except as the
 // very same array where `in_place` (InPlaceMask) allows it.
-inline void CheckTensorArgs(const Abi& abi, uint64_t in_place, const ffi::TensorView* const* tensors,
-                            int n) {
+inline void CheckTensorArgs(const Abi& abi, uint64_t in_place,
+                            const ffi::TensorView* const* tensors, int n) {
   for (int i = 0; i < n; ++i) {
     const ffi::TensorView* t = tensors[i];
     if (t != nullptr && t->data_ptr() == nullptr && t->numel() > 0) ThrowNoData(abi, i, *t);
@@ -359,8 +359,9 @@ struct CheckedExport;
 
 template <const Abi& kAbi, typename R, typename... Args, R (*kFn)(Args...)>
 struct CheckedExport<kAbi, kFn> {
-  static_assert(CountNames(kAbi.outputs) + CountNames(kAbi.inputs) == sizeof...(Args),
-                "SCALE_LIB_EXPORT: the outputs and inputs must name every argument of the function");
+  static_assert(
+      CountNames(kAbi.outputs) + CountNames(kAbi.inputs) == sizeof...(Args),
+      "SCALE_LIB_EXPORT: the outputs and inputs must name every argument of the function");
   static_assert(sizeof...(Args) <= kMaxArgs, "SCALE_LIB_EXPORT: at most 8 arguments");
   static constexpr uint64_t kInPlace = InPlaceMask(kAbi);
   static_assert(kInPlace != kBadInPlace,

@@ -4,9 +4,19 @@
 #ifndef SCALE_LIB_KERNELS_AXPBY_H_
 #define SCALE_LIB_KERNELS_AXPBY_H_
 
+#include "elementwise.h"
 #include "tvm_ffi_utils.h"
 
 namespace scale_lib {
+
+// The math of the CPU twin, in the compute type C. (The CUBIN kernels, self-contained by design,
+// write the same expression.)
+template <typename C>
+struct AxpbyFn {
+  C a;
+  C b;
+  SCALE_LIB_HOST_DEVICE C operator()(C x, C y) const { return a * x + b * y; }
+};
 
 inline void CheckAxpbyArgs(const ffi::TensorView& out, const ffi::TensorView& x,
                            const ffi::TensorView& y) {

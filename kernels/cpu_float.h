@@ -94,6 +94,9 @@ struct FloatMath<bfloat16_t> {
   static bfloat16_t Store(float v) { return bfloat16_t{FloatToBFloat16(v)}; }
 };
 
+template <typename T>
+using Compute = typename FloatMath<T>::Compute;
+
 // ---------------------------------------------------------------------------------------------
 // Bulk conversion between a storage type and its compute type, for kernels that work on rows or
 // chunks. float16 uses the CPU's F16C conversion instructions when it has them (checked once,

@@ -41,6 +41,9 @@ struct FloatMath<bfloat16_t> {
   __device__ static bfloat16_t Store(float v) { return __float2bfloat16_rn(v); }
 };
 
+template <typename T>
+using Compute = typename FloatMath<T>::Compute;
+
 // kWidth elements of T in one aligned load/store (16 bytes for kWidth = 16 / sizeof(T)).
 template <typename T, int kWidth>
 struct alignas(sizeof(T) * kWidth) Pack {

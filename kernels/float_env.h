@@ -43,7 +43,8 @@ class IeeeSubnormals {
   static constexpr unsigned int kFlushBits = 0x8040u;  // MXCSR: flush-to-zero, denormals-are-zero
   unsigned int saved_ = 0;
 #elif defined(__aarch64__)
-  static constexpr uint64_t kFlushBits = (uint64_t{1} << 24) | (uint64_t{1} << 19);  // FPCR FZ, FZ16
+  static constexpr uint64_t kFlushBits =
+      (uint64_t{1} << 24) | (uint64_t{1} << 19);  // FPCR FZ, FZ16
   uint64_t saved_ = 0;
 #else
   static constexpr unsigned int kFlushBits = 0;

@@ -6,9 +6,19 @@
 #ifndef SCALE_LIB_KERNELS_SCALE_H_
 #define SCALE_LIB_KERNELS_SCALE_H_
 
+#include "elementwise.h"
 #include "tvm_ffi_utils.h"
 
 namespace scale_lib {
+
+// [scale_fn.begin]
+// The math, for both devices, in the compute type C.
+template <typename C>
+struct ScaleFn {
+  C factor;
+  SCALE_LIB_HOST_DEVICE C operator()(C x) const { return x * factor; }
+};
+// [scale_fn.end]
 
 // [scale_checks.begin]
 // Step 1 of every scale implementation: x and out are floating, alike and contiguous. (That out

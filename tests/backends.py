@@ -229,3 +229,15 @@ def check_native(backend: Backend, result: Any, dtype: str, shape: tuple[int, ..
 
 def shape_id(shape: tuple[int, ...]) -> str:
     return "x".join(map(str, shape)) if shape else "0d"
+
+
+# -- inputs of more than 2^31 elements (tests marked large) ----------------------------------
+LARGE_N = 2**31 + 4099  # past int32, with a tail that fills no 16-byte pack
+
+
+def marked_ones(torch: Any, n: int) -> Any:
+    """float16 CUDA ones, with distinct values at indices past 2^31."""
+    x = torch.ones(n, dtype=torch.float16, device="cuda")
+    x[2**31 + 7] = 3.0
+    x[-1] = -2.0
+    return x

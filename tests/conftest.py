@@ -8,7 +8,7 @@ import os
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 import pytest
-from backends import ALL_BACKENDS, _module
+from backends import ALL_BACKENDS, Backend, _module
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -16,6 +16,14 @@ def pytest_configure(config: pytest.Config) -> None:
     if jax is not None:
         # float64 JAX arrays need x64 mode; set before any JAX array exists.
         jax.config.update("jax_enable_x64", True)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """A run in which no test passed fails: everything skipped is not a success."""
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if exitstatus == 0 and reporter is not None and not reporter.stats.get("passed"):
+        reporter.write_line("error: no test passed (everything was skipped or deselected)", red=True)
+        session.exitstatus = pytest.ExitCode.NO_TESTS_COLLECTED
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -55,3 +63,16 @@ def fake_device_tensor():
         return tvm_ffi.from_dlpack(capsule)
 
     return make
+
+
+@pytest.fixture(scope="session")
+def large_torch():
+    """torch, where a CUDA GPU has room for inputs of more than 2^31 elements (tests marked
+    large); skipped otherwise."""
+    Backend("torch", "cuda").skip_if_unavailable()
+    import torch
+
+    free, _ = torch.cuda.mem_get_info()
+    if free < 24 * 2**30:
+        pytest.skip(f"needs 24 GiB of free GPU memory; {free / 2**30:.0f} GiB free")
+    return torch

@@ -2,21 +2,55 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from backends import (
     DTYPES,
     JAX_BACKENDS,
+    LARGE_N,
     MUTABLE_BACKENDS,
     Backend,
     backend_out_params,
     backend_params,
     check_native,
+    marked_ones,
     shape_id,
 )
-from reference import assert_close, random_data
+from cases import OpCase
+from hypothesis import given
+from hypothesis import strategies as st
+from properties import (
+    ALL,
+    PROFILE_SETTINGS,
+    _as_seen_by_kernel,
+    _call_with_out,
+    _check_guards,
+    _compute_dtype,
+    _draw_layout,
+    _dtypes_for,
+    _finfo,
+    _ieee_overflow,
+    _make_input,
+    _snapshot,
+    float_arrays,
+    scalars,
+    shapes,
+)
+from reference import REDUCTION_TOLERANCES, assert_close, random_data
 
 import scale_lib
+
+# The example call the cross-cutting suites (bad input, threads, lifetimes, the ABI) make.
+CASE = OpCase(
+    "axpby",
+    ("x", "y"),
+    lambda x, y, out=None: scale_lib.axpby(x, y, 2.0, -1.0, out=out),
+    reference=lambda x, y: 2.0 * x - y,
+    exports={"axpby": 5},
+    hostile_abi=("lib.axpby(x, x, x[::2], 1.0, 1.0)",),  # non-contiguous y
+)
 
 SHAPES = [(), (0,), (1,), (7,), (255,), (256,), (257,), (4097,), (2**20 + 3,), (3, 5), (2, 3, 4)]
 A, B = 1.5, -0.75
@@ -112,3 +146,88 @@ def test_jax_y_must_be_jax(backend: Backend) -> None:
     x = backend.asarray(np.ones(4), "float32")
     with pytest.raises(TypeError, match="y must be a JAX array like x; got ndarray"):
         scale_lib.axpby(x, np.ones(4, np.float32))
+
+
+# -- properties (Hypothesis; shared machinery in properties.py) ------------------------------
+# * axpby: the bound is the one of any floating-point sum, ``rtol * (|a x| + |b y|) + atol``
+# (REDUCTION_TOLERANCES), which is assert_close's bound when the two terms do not cancel.
+@pytest.mark.parametrize("backend", ALL, indirect=True)
+@PROFILE_SETTINGS
+@given(data=st.data())
+def test_axpby_property(backend: Backend, data) -> None:
+    dtype = data.draw(st.sampled_from(_dtypes_for(backend)), label="dtype")
+    shape = data.draw(shapes(), label="shape")
+    # |a x| + |b y| stays finite in the compute type; a 16-bit result may overflow.
+    emax = int(_finfo(_compute_dtype(dtype)).maxexp) - 3
+    max_abs = 2.0**500 if dtype == "float64" else None
+    x_values = data.draw(float_arrays(shape, dtype, max_abs=max_abs), label="x")
+    y_values = data.draw(float_arrays(shape, dtype, max_abs=max_abs), label="y")
+    largest = max(1.0, float(np.max(np.abs(x_values), initial=0)), float(np.max(np.abs(y_values), initial=0)))
+    a = data.draw(scalars(dtype, max_abs=2.0**emax / largest), label="a")
+    b = data.draw(scalars(dtype, max_abs=2.0**emax / largest), label="b")
+    (x_offset, y_offset), mode, out_offset = _draw_layout(data, backend, inputs=2)
+    if mode == "inplace" and data.draw(st.booleans(), label="inplace_into_y"):
+        mode = "inplace_y"
+
+    x, x_buffer = _make_input(backend, x_values, dtype, x_offset)
+    y, y_buffer = _make_input(backend, y_values, dtype, y_offset)
+    x_before, y_before = _snapshot(backend, x), _snapshot(backend, y)
+    if mode == "inplace_y":
+        result = scale_lib.axpby(x, y, a, b, out=y)
+        assert result is y
+        guard = None
+    else:
+        result, guard = _call_with_out(
+            backend, scale_lib.axpby, (x, y, a, b), [x, y], shape, dtype, mode, out_offset
+        )
+    if guard is not None:
+        _check_guards(backend, guard, out_offset, math.prod(shape))
+    if mode != "inplace":
+        np.testing.assert_array_equal(backend.to_numpy(x), x_before, err_msg="x modified")
+    if mode != "inplace_y":
+        np.testing.assert_array_equal(backend.to_numpy(y), y_before, err_msg="y modified")
+    for buffer, offset in ((x_buffer, x_offset), (y_buffer, y_offset)):
+        if buffer is not None:
+            _check_guards(backend, buffer, offset, math.prod(shape))
+
+    with np.errstate(invalid="ignore", over="ignore"):
+        ax = np.float64(a) * _as_seen_by_kernel(backend, x_before, dtype)
+        by = np.float64(b) * _as_seen_by_kernel(backend, y_before, dtype)
+        expected = ax + by
+    expected, compared = _ieee_overflow(expected, dtype, REDUCTION_TOLERANCES[dtype][0])
+    actual = backend.to_numpy(result)
+    assert actual.shape == expected.shape
+    _assert_sum_close(actual[compared], expected[compared], (np.abs(ax) + np.abs(by))[compared], dtype)
+
+
+def _assert_sum_close(actual: np.ndarray, expected: np.ndarray, terms: np.ndarray, dtype: str) -> None:
+    """``actual`` is ``expected = a x + b y`` computed in finite precision.
+
+    Where the terms do not cancel (``|expected| >= (|a x| + |b y|) / 2``), this is
+    assert_close(reduction=True). Where they do, rounding each term in the compute type (and
+    ``float32(a)``, documented) leaves an error of a few units of the terms, not of their sum:
+    the bound there is the REDUCTION_TOLERANCES rtol of ``|a x| + |b y|``, plus atol.
+    """
+    rtol, atol = REDUCTION_TOLERANCES[dtype]
+    with np.errstate(invalid="ignore"):
+        cancelling = np.abs(expected) < terms / 2  # False for inf and NaN
+    assert_close(actual[~cancelling], expected[~cancelling], dtype, reduction=True)
+    error = np.abs(actual[cancelling] - expected[cancelling])
+    bound = rtol * terms[cancelling] + atol
+    bad = ~(error <= bound)  # NaN fails
+    if bad.any():
+        i = np.flatnonzero(cancelling)[np.flatnonzero(bad)[:5]]
+        raise AssertionError(
+            f"{int(bad.sum())} cancelling sums off by more than {rtol} * (|a x| + |b y|) + {atol}: "
+            f"at flat indices {i.tolist()}, got {actual[cancelling][bad][:5]}, expected "
+            f"{expected[cancelling][bad][:5]} (|a x| + |b y| = {terms[cancelling][bad][:5]})"
+        )
+
+
+# -- more than 2^31 elements: 64-bit indexing through grid sizes ----------------------------
+@pytest.mark.gpu
+@pytest.mark.large
+def test_large_inputs(large_torch) -> None:
+    x = marked_ones(large_torch, LARGE_N)
+    y = scale_lib.axpby(x, x, 1.0, 0.5)
+    assert bool(large_torch.equal(y, x * 1.5))

@@ -9,51 +9,27 @@ import hashlib
 import subprocess
 import sys
 import textwrap
-from collections.abc import Callable
-from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 from backends import JAX_BACKENDS, MUTABLE_BACKENDS, Backend, backend_params
-from reference import random_data, rms_norm_reference
+from cases import OpCase, declared_cases
+from reference import random_data
 
 import scale_lib
 
 NAN = float("nan")
+TESTS = str(Path(__file__).resolve().parent)
 
 
-@dataclass(frozen=True)
-class OpCase:
-    """How to call one op: its array arguments (first is x) and a call taking them by name."""
-
-    name: str
-    arrays: tuple[str, ...]
-    call: Callable[..., Any]
-    has_out: bool = True
-    optional: tuple[str, ...] = ()
-    shape: tuple[int, ...] = (6, 8)
-    secondary_shape: dict[str, tuple[int, ...]] | None = None  # default: x's shape
-
-
-OPS = [
-    OpCase("scale", ("x",), lambda x, out=None: scale_lib.scale(x, 2.0, out=out)),
-    OpCase("axpby", ("x", "y"), lambda x, y, out=None: scale_lib.axpby(x, y, 2.0, -1.0, out=out)),
-    OpCase(
-        "rms_norm",
-        ("x", "weight"),
-        lambda x, weight, out=None: scale_lib.rms_norm(x, weight, 1e-6, out=out),
-        optional=("weight",),
-        secondary_shape={"weight": (8,)},
-    ),
-    OpCase("flatnonzero", ("x",), lambda x: scale_lib.flatnonzero(x), has_out=False),
-    OpCase("l2_norm", ("x",), lambda x: scale_lib.l2_norm(x), has_out=False),
-]
+OPS = declared_cases()  # one per public op of scale_lib.ops.OPS, declared in tests/test_<op>.py
 OP_PARAMS = [pytest.param(op, id=op.name) for op in OPS]
 
 
 def _arrays(backend: Backend, op: OpCase, dtype: str = "float32") -> dict[str, Any]:
-    shapes = {name: (op.secondary_shape or {}).get(name, op.shape) for name in op.arrays}
+    shapes = op.shapes()
     return {
         name: backend.asarray(random_data(shape, seed=i + 1), dtype)
         for i, (name, shape) in enumerate(shapes.items())
@@ -82,7 +58,7 @@ class Unchanged:
 
 
 def _run(backend: Backend, op: OpCase, arrays: dict[str, Any], **kwargs: Any) -> Any:
-    if backend.framework == "jax_jit" and op.name != "flatnonzero":
+    if backend.framework == "jax_jit" and op.jittable:
         return backend.mod.jit(lambda *a: op.call(*a, **kwargs))(*arrays.values())
     return op.call(*arrays.values(), **kwargs)
 
@@ -106,7 +82,7 @@ def test_every_array_argument_rejects_non_arrays(backend: Backend, op: OpCase) -
 def test_every_array_argument_rejects_other_dtypes(backend: Backend, op: OpCase, bad_dtype: str) -> None:
     arrays = _arrays(backend, op)
     for name in op.arrays:
-        shape = (op.secondary_shape or {}).get(name, op.shape)
+        shape = op.shapes()[name]
         bad = backend.asarray(np.ones(shape), bad_dtype)
         expected = (
             f"x has unsupported dtype {bad_dtype}"
@@ -123,7 +99,7 @@ def test_every_array_argument_rejects_other_dtypes(backend: Backend, op: OpCase,
 def test_secondary_inputs_must_match_x(backend: Backend, op: OpCase) -> None:
     arrays = _arrays(backend, op)
     for name in op.arrays[1:]:
-        shape = (op.secondary_shape or {}).get(name, op.shape)
+        shape = op.shapes()[name]
         bad = backend.asarray(np.ones((*shape[:-1], shape[-1] + 1)), "float32")
         with Unchanged(backend, arrays), pytest.raises(ValueError, match=f"{name}"):
             _run(backend, op, {**arrays, name: bad})
@@ -146,7 +122,7 @@ def _non_contiguous(backend: Backend, shape: tuple[int, ...]) -> list[tuple[str,
 def test_non_contiguous_arguments(backend: Backend, op: OpCase) -> None:
     arrays = _arrays(backend, op)
     for name in op.arrays:
-        shape = (op.secondary_shape or {}).get(name, op.shape)
+        shape = op.shapes()[name]
         for _what, view in _non_contiguous(backend, shape):
             with Unchanged(backend, arrays), pytest.raises(ValueError, match=f"{name} must be"):
                 op.call(*{**arrays, name: view}.values())
@@ -207,15 +183,6 @@ def test_jax_has_no_out(backend: Backend, op: OpCase) -> None:
 
 
 # -- IEEE specials --------------------------------------------------------------------------
-NUMPY_REFERENCE = {
-    "scale": lambda x: x * 2.0,
-    "axpby": lambda x, y: 2.0 * x - y,
-    "rms_norm": lambda x, w: rms_norm_reference(x, w, 1e-6),
-    "flatnonzero": lambda x: np.flatnonzero(x).astype(np.float64),
-    "l2_norm": lambda x: np.sqrt(np.sum(x * x)),
-}
-
-
 @pytest.mark.parametrize("op", OP_PARAMS)
 @pytest.mark.parametrize("backend", backend_params(), indirect=True)
 def test_nan_and_inf_propagate_as_ieee_says(backend: Backend, op: OpCase) -> None:
@@ -224,24 +191,12 @@ def test_nan_and_inf_propagate_as_ieee_says(backend: Backend, op: OpCase) -> Non
     arrays = {**_arrays(backend, op), "x": backend.asarray(data, "float32")}
     result = backend.to_numpy(_run(backend, op, arrays))
     with np.errstate(invalid="ignore", over="ignore"):  # inf - inf, inf / inf: NaN, as IEEE says
-        expected = NUMPY_REFERENCE[op.name](*(backend.to_numpy(a) for a in arrays.values()))
+        expected = op.reference(*(backend.to_numpy(a) for a in arrays.values()))
     np.testing.assert_allclose(result, expected, rtol=1e-5, atol=1e-6, equal_nan=True)
 
 
 # -- the bare ABI ---------------------------------------------------------------------------
-EXPORTS = {
-    "scale": 3,
-    "axpby": 5,
-    "rms_norm": 4,
-    "rms_norm_rstd": 3,
-    "rms_norm_backward": 5,
-    "rms_norm_weight_grad": 4,
-    "flatnonzero": 1,
-    "l2_norm": 2,
-    "l2_norm_with_workspace": 3,
-    "l2_norm_workspace_bytes": 2,
-    "build_info": 0,
-}
+EXPORTS = {"build_info": 0} | {name: arity for op in OPS for name, arity in op.exports.items()}
 
 
 @pytest.mark.parametrize(("name", "arity"), EXPORTS.items())
@@ -261,48 +216,43 @@ def _run_isolated(code: str) -> subprocess.CompletedProcess:
     )
 
 
-def test_empty_tensors_with_null_data_pointers() -> None:
+@pytest.mark.parametrize("op", OP_PARAMS)
+def test_empty_tensors_with_null_data_pointers(op: OpCase) -> None:
     # torch allocates nothing for empty tensors: data pointers are NULL. Every op must return
     # before touching them, whatever the shape of the emptiness.
     pytest.importorskip("torch")
     child = _run_isolated(
-        """
-        import torch, scale_lib
+        f"""
+        import sys, warnings, numpy as np, torch
+        sys.path.insert(0, {TESTS!r})
+        from cases import case_of
+        warnings.simplefilter("ignore")  # NumPy's mean of an empty row
+        op = case_of({op.name!r})
         for shape in [(0,), (0, 8), (8, 0), (3, 0, 2)]:
-            x = torch.empty(shape)
-            assert x.data_ptr() == 0 or x.numel() == 0
-            assert scale_lib.scale(x, 2.0).shape == x.shape
-            assert scale_lib.axpby(x, x, 1.0, 1.0).shape == x.shape
-            assert scale_lib.flatnonzero(x).numel() == 0
-            assert float(scale_lib.l2_norm(x)) == 0.0
-            assert scale_lib.rms_norm(x).shape == x.shape
+            arrays = [None if n in op.optional else torch.empty(s) for n, s in op.shapes(shape).items()]
+            assert all(a is None or a.data_ptr() == 0 or a.numel() == 0 for a in arrays)
+            result = op.call(*arrays).numpy()
+            expected = op.reference(*(None if a is None else a.numpy() for a in arrays))
+            assert result.shape == np.shape(expected), (shape, result.shape)
+            np.testing.assert_allclose(result, expected, equal_nan=True)
         print("ok")
         """
     )
-    assert child.returncode == 0 and child.stdout.split()[-1:] == ["ok"], child.stderr[-2000:]
+    assert child.returncode == 0 and child.stdout.split()[-1:] == ["ok"], child.stdout + child.stderr[-2000:]
 
 
-def test_abi_calls_with_hostile_arguments() -> None:
+@pytest.mark.parametrize("op", [p for p in OP_PARAMS if p.values[0].hostile_abi])
+def test_abi_calls_with_hostile_arguments(op: OpCase) -> None:
     child = _run_isolated(
-        """
+        f"""
         import numpy as np, scale_lib
         lib, x = scale_lib.lib, np.ones(8, np.float32)
-        hostile = [
-            lambda: lib.scale(x, x[:4], 1.0),                       # shape mismatch
-            lambda: lib.rms_norm(x, x, x[:3], 1e-6),                # wrong weight
-            lambda: lib.rms_norm(x, x, None, -1.0),                 # negative eps
-            lambda: lib.l2_norm(np.empty(2, np.float32), x),        # out not 0-d
-            lambda: lib.l2_norm_workspace_bytes(-5, 1),             # negative size
-            lambda: lib.l2_norm_workspace_bytes(10, 0),             # no groups
-            lambda: lib.rms_norm_weight_grad(x[:4], x, x, np.ones(1)),  # wrong dtype for rstd
-            lambda: lib.axpby(x, x, x[::2], 1.0, 1.0),              # non-contiguous y
-        ]
-        for call in hostile:
+        for i, call in enumerate({list(op.hostile_abi)!r}):
             try:
-                call()
+                eval(call)
             except (TypeError, ValueError):
                 continue
-            raise SystemExit(f"no error for case {hostile.index(call)}")
+            raise SystemExit(f"no error for case {{i}}: {{call}}")
         print("ok")
         """
     )

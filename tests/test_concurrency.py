@@ -9,12 +9,11 @@ import time
 import numpy as np
 import pytest
 from backends import Backend
-from reference import random_data, rms_norm_reference
-
-import scale_lib
+from cases import declared_cases
 
 THREADS = 8
 ITERATIONS = 25
+CASES = declared_cases()
 
 
 def _hammer(make, check) -> None:
@@ -36,26 +35,18 @@ def _hammer(make, check) -> None:
 
 
 def _all_ops(xp_asarray, to_numpy):
-    def make(seed):
-        x = random_data((64, 96), seed)
-        y = random_data((64, 96), seed + 1)
-        return x, y, xp_asarray(x), xp_asarray(y)
+    """Every public op (its declared case) on fresh inputs, checked against its reference."""
 
-    def check(x, y, xa, ya):
-        np.testing.assert_allclose(to_numpy(scale_lib.scale(xa, 3.0)), x * 3, rtol=1e-6)
-        np.testing.assert_allclose(
-            to_numpy(scale_lib.axpby(xa, ya, 2.0, -1.0)), 2 * x - y, rtol=1e-5, atol=1e-6
-        )
-        np.testing.assert_allclose(
-            to_numpy(scale_lib.rms_norm(xa, None, 1e-6)),
-            rms_norm_reference(x, None, 1e-6),
-            rtol=1e-4,
-            atol=1e-5,
-        )
-        np.testing.assert_allclose(float(to_numpy(scale_lib.l2_norm(xa))), np.linalg.norm(x), rtol=1e-5)
-        np.testing.assert_array_equal(
-            to_numpy(scale_lib.flatnonzero(xa)), np.flatnonzero(x.astype(np.float32))
-        )
+    def make(seed):
+        inputs = [case.numpy_inputs(seed, (64, 96)) for case in CASES]
+        return (inputs, [{n: xp_asarray(a) for n, a in i.items()} for i in inputs])
+
+    def check(inputs, arrays):
+        for case, data, args in zip(CASES, inputs, arrays, strict=True):
+            rtol, atol = (1e-4, 1e-5) if case.reduction else (1e-5, 1e-6)
+            expected = case.reference(*(a.astype(np.float32).astype(np.float64) for a in data.values()))
+            result = np.asarray(to_numpy(case.call(*args.values())), dtype=np.float64)
+            np.testing.assert_allclose(result, expected, rtol=rtol, atol=atol, err_msg=case.name)
 
     return make, check
 
@@ -83,17 +74,18 @@ def test_threads_torch_cuda_each_on_its_own_stream() -> None:
     _hammer(make, on_own_stream)
 
 
-def test_long_cpu_kernels_release_the_gil() -> None:
-    x = np.random.default_rng(0).standard_normal((2048, 8192)).astype(np.float32)
+@pytest.mark.parametrize("case", [pytest.param(c, id=c.name) for c in CASES[:1]])
+def test_long_cpu_kernels_release_the_gil(case) -> None:
+    arrays = [a.astype(np.float32) for a in case.numpy_inputs(0, (2048, 8192)).values()]
     start = time.perf_counter()
-    scale_lib.rms_norm(x)
+    case.call(*arrays)
     duration = time.perf_counter() - start
     ticks = 0
     done = threading.Event()
 
     def kernels() -> None:
         for _ in range(3):
-            scale_lib.rms_norm(x)
+            case.call(*arrays)
         done.set()
 
     worker = threading.Thread(target=kernels)

@@ -24,7 +24,7 @@ __global__ void WriteOne(float* p) { *p = 1.0f; }
 
 // Launch with more threads per block than any GPU allows: the launch itself fails.
 void InvalidLaunch(tvm::ffi::TensorView x) {
-  scale_lib::CUDADeviceGuard guard(x.device().device_id);
+  tvm::ffi::CUDADeviceGuard guard(x.device().device_id);
   cudaStream_t stream = scale_lib::GetCudaStream(x.device());
   WriteOne<<<1, 4096, 0, stream>>>(scale_lib::DataPtr<float>(x));
   CHECK_CUDA_LAUNCH();
@@ -33,7 +33,7 @@ void InvalidLaunch(tvm::ffi::TensorView x) {
 // Write through a pointer that is not device memory: the launch succeeds, the kernel faults,
 // and the fault surfaces at the next synchronisation.
 void IllegalAddress(tvm::ffi::TensorView x) {
-  scale_lib::CUDADeviceGuard guard(x.device().device_id);
+  tvm::ffi::CUDADeviceGuard guard(x.device().device_id);
   cudaStream_t stream = scale_lib::GetCudaStream(x.device());
   WriteOne<<<1, 1, 0, stream>>>(reinterpret_cast<float*>(0x10));
   CHECK_CUDA_LAUNCH();

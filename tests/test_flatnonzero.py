@@ -2,15 +2,49 @@
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 import textwrap
 
 import numpy as np
 import pytest
-from backends import DTYPES, JAX_BACKENDS, Backend, backend_params, check_native, shape_id
+from backends import (
+    DTYPES,
+    JAX_BACKENDS,
+    LARGE_N,
+    Backend,
+    backend_params,
+    check_native,
+    shape_id,
+)
+from cases import OpCase
+from hypothesis import given
+from hypothesis import strategies as st
+from properties import (
+    NAN,
+    NOT_JIT,
+    PROFILE_SETTINGS,
+    _draw_offset,
+    _dtypes_for,
+    _finfo,
+    _make_input,
+    float_arrays,
+    shapes,
+)
 
 import scale_lib
+
+# The example call the cross-cutting suites (bad input, threads, lifetimes, the ABI) make.
+CASE = OpCase(
+    "flatnonzero",
+    ("x",),
+    lambda x: scale_lib.flatnonzero(x),
+    reference=lambda x: np.flatnonzero(x).astype(np.float64),
+    has_out=False,
+    jittable=False,  # the size of the result depends on the data
+    exports={"flatnonzero": 1},
+)
 
 SHAPES = [(), (0,), (1,), (7,), (257,), (4096,), (1_000_003,), (3, 5), (2, 3, 70)]
 
@@ -94,3 +128,31 @@ def test_library_owned_results_outlive_every_python_reference() -> None:
 
 
 # [lifetime.end]
+
+
+# -- properties (Hypothesis; shared machinery in properties.py) ------------------------------
+@pytest.mark.parametrize("backend", NOT_JIT, indirect=True)
+@PROFILE_SETTINGS
+@given(data=st.data())
+def test_flatnonzero_property(backend: Backend, data) -> None:
+    dtype = data.draw(st.sampled_from(_dtypes_for(backend)), label="dtype")
+    shape = data.draw(shapes(), label="shape")
+    subnormal = float(_finfo(dtype).smallest_subnormal)
+    specials = (NAN, -0.0, 0.0, math.inf, -math.inf, subnormal, -3 * subnormal)
+    values = data.draw(float_arrays(shape, dtype, specials=specials), label="x")
+    offset = _draw_offset(data, backend, "input_offset")
+
+    x, _ = _make_input(backend, values, dtype, offset)
+    expected = np.flatnonzero(backend.to_numpy(x))
+    result = scale_lib.flatnonzero(x)
+    check_native(backend, result, "int64", expected.shape)
+    np.testing.assert_array_equal(np.asarray(backend.to_numpy(result), dtype=np.int64), expected)
+
+
+# -- more than 2^31 elements: 64-bit indexing through grid sizes ----------------------------
+@pytest.mark.gpu
+@pytest.mark.large
+def test_large_inputs(large_torch) -> None:
+    x = large_torch.zeros(LARGE_N, dtype=large_torch.float16, device="cuda")
+    x[[5, 2**31 + 7, LARGE_N - 1]] = 1.0
+    assert scale_lib.flatnonzero(x).tolist() == [5, 2**31 + 7, LARGE_N - 1]

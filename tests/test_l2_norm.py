@@ -2,12 +2,55 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
-from backends import DTYPES, JAX_BACKENDS, Backend, backend_out_params, backend_params, check_native, shape_id
-from reference import assert_close, random_data
+from backends import (
+    DTYPES,
+    JAX_BACKENDS,
+    LARGE_N,
+    Backend,
+    backend_out_params,
+    backend_params,
+    check_native,
+    shape_id,
+)
+from cases import OpCase
+from hypothesis import given
+from hypothesis import strategies as st
+from properties import (
+    ALL,
+    PROFILE_SETTINGS,
+    _as_seen_by_kernel,
+    _check_guards,
+    _draw_offset,
+    _dtypes_for,
+    _ieee_overflow,
+    _make_input,
+    _snapshot,
+    float_arrays,
+    shapes,
+)
+from reference import REDUCTION_TOLERANCES, assert_close, random_data
 
 import scale_lib
+
+# The example call the cross-cutting suites (bad input, threads, lifetimes, the ABI) make.
+CASE = OpCase(
+    "l2_norm",
+    ("x",),
+    lambda x: scale_lib.l2_norm(x),
+    reference=lambda x: np.sqrt(np.sum(x * x)),
+    has_out=False,
+    reduction=True,
+    exports={"l2_norm": 2, "l2_norm_with_workspace": 3, "l2_norm_workspace_bytes": 2},
+    hostile_abi=(
+        "lib.l2_norm(np.empty(2, np.float32), x)",  # out not 0-d
+        "lib.l2_norm_workspace_bytes(-5, 1)",  # negative size
+        "lib.l2_norm_workspace_bytes(10, 0)",  # no groups
+    ),
+)
 
 SHAPES = [(), (0,), (1,), (7,), (257,), (2049,), (2**20 + 3,), (3, 5), (64, 1024, 9)]
 NAN = float("nan")
@@ -111,3 +154,43 @@ def test_cuda_workspace_must_come_from_somewhere() -> None:
 def test_errors(backend: Backend) -> None:
     with pytest.raises(TypeError, match="x has unsupported dtype"):
         backend.run(scale_lib.l2_norm, backend.asarray(np.ones(3), "int32"))
+
+
+# -- properties (Hypothesis; shared machinery in properties.py) ------------------------------
+# * l2_norm: float64 data has magnitudes in {0} U [2**-480, 2**480], so that its squares, summed in
+# float64, are normal and finite (the reference sums the same squares).
+@pytest.mark.parametrize("backend", ALL, indirect=True)
+@PROFILE_SETTINGS
+@given(data=st.data())
+def test_l2_norm_property(backend: Backend, data) -> None:
+    dtype = data.draw(st.sampled_from(_dtypes_for(backend)), label="dtype")
+    shape = data.draw(shapes(), label="shape")
+    # float64 squares stay normal and finite (the sum is accumulated in float64).
+    magnitudes = {"min_abs": 2.0**-480, "max_abs": 2.0**480} if dtype == "float64" else {}
+    values = data.draw(float_arrays(shape, dtype, **magnitudes), label="x")
+    offset = _draw_offset(data, backend, "input_offset")
+
+    x, x_buffer = _make_input(backend, values, dtype, offset)
+    x64 = _snapshot(backend, x)
+    result = backend.run(scale_lib.l2_norm, x)
+    check_native(backend, result, dtype, ())
+    np.testing.assert_array_equal(backend.to_numpy(x), x64, err_msg="x modified")
+    if x_buffer is not None:
+        _check_guards(backend, x_buffer, offset, math.prod(shape))
+
+    seen = _as_seen_by_kernel(backend, x64, dtype)
+    with np.errstate(over="ignore"):
+        expected = np.sqrt(np.sum(seen**2))
+    rtol = REDUCTION_TOLERANCES[dtype][0]
+    expected, compared = _ieee_overflow(np.asarray(expected), dtype, rtol)
+    actual = backend.to_numpy(result)
+    assert_close(actual[compared], expected[compared], dtype, reduction=True)
+
+
+# -- more than 2^31 elements: 64-bit indexing through grid sizes ----------------------------
+@pytest.mark.gpu
+@pytest.mark.large
+def test_large_inputs(large_torch) -> None:
+    x = large_torch.ones(LARGE_N, dtype=large_torch.float16, device="cuda")
+    expected = large_torch.tensor(math.sqrt(LARGE_N), dtype=large_torch.float16)
+    assert scale_lib.l2_norm(x).cpu() == expected

@@ -7,6 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -20,8 +21,10 @@ def forget_package():
 
 
 def _run(code: str) -> None:
+    # The child imports the op cases (tests/cases.py, tests/test_<op>.py) from this directory.
+    prelude = f"import sys; sys.path.insert(0, {str(Path(__file__).resolve().parent)!r})\n"
     child = subprocess.run(
-        [sys.executable, "-c", FORGET_PACKAGE + textwrap.dedent(code)],
+        [sys.executable, "-c", prelude + FORGET_PACKAGE + textwrap.dedent(code)],
         capture_output=True,
         text=True,
         timeout=300,
@@ -32,14 +35,19 @@ def _run(code: str) -> None:
 def test_results_outlive_inputs_and_modules_numpy() -> None:
     _run(
         """
-        import numpy as np, scale_lib
-        x = np.zeros(1000, np.float32); x[[3, 500, 999]] = 1
-        indices = scale_lib.flatnonzero(x)   # library-allocated (no NumPy allocator)
-        norm = scale_lib.l2_norm(x)
-        del x, scale_lib
+        import numpy as np
+        from cases import declared_cases
+        cases = declared_cases()
+        inputs = [{n: a.astype(np.float32) for n, a in c.numpy_inputs(1, (40, 25)).items()} for c in cases]
+        for i in inputs:
+            i["x"][i["x"] < 0.5] = 0  # zeros, for the ops that look for them
+        results = [c.call(*i.values()) for c, i in zip(cases, inputs)]  # some library-allocated
+        expected = [c.reference(*(a.astype(np.float64) for a in i.values())) for c, i in zip(cases, inputs)]
+        del inputs, cases
         forget_package()
-        assert indices.tolist() == [3, 500, 999] and abs(float(norm) - 3 ** 0.5) < 1e-6
-        del indices
+        for r, e in zip(results, expected):
+            np.testing.assert_allclose(np.asarray(r, np.float64), e, rtol=1e-4, atol=1e-5)
+        del results
         gc.collect()
         print("ok")
         """
@@ -50,14 +58,27 @@ def test_results_outlive_inputs_and_modules_torch() -> None:
     pytest.importorskip("torch")
     _run(
         """
-        import torch, scale_lib
-        x = torch.zeros(1000); x[[3, 999]] = 1
-        indices = scale_lib.flatnonzero(x)   # allocated by torch through the library
-        y = scale_lib.rms_norm(torch.randn(4, 16, requires_grad=True))
-        del x, scale_lib
+        import torch
+        from cases import declared_cases
+        from scale_lib.ops import OPS
+        differentiable = {op.name for op in OPS if op.vjp is not None}
+        results, grads = [], []
+        for case in declared_cases():
+            x, *rest = case.numpy_inputs(2, (4, 16)).values()
+            x = torch.tensor(x, dtype=torch.float32, requires_grad=case.name in differentiable)
+            x_zeros = x.detach().clone()
+            x_zeros[x_zeros < 0.5] = 0
+            others = [torch.tensor(a, dtype=torch.float32) for a in rest]
+            results.append(case.call(x_zeros, *others))  # allocated by torch through the library
+            if x.requires_grad:
+                grads.append((x, case.call(x, *others)))
+        expected = [r.clone() for r in results]
+        del case, x, x_zeros, others
         forget_package()
-        assert indices.tolist() == [3, 999]
-        y.sum().backward()                   # the autograd graph still calls into the library
+        assert all(torch.equal(r, e) for r, e in zip(results, expected))
+        for x, y in grads:
+            y.sum().backward()  # the autograd graph still calls into the library
+            assert x.grad is not None and torch.isfinite(x.grad).all()
         print("ok")
         """
     )
@@ -71,19 +92,31 @@ def test_reload_and_reimport_are_safe() -> None:
         import importlib
         import jax, jax.numpy as jnp, jax_tvm_ffi, numpy as np, torch
         import scale_lib
-        scale_lib.scale(jnp.ones(3), 2.0)
+        from cases import declared_cases
+        case = declared_cases()[0]
+        data = case.numpy_inputs(3, (3, 4))
+        def on(convert):
+            return np.asarray(case.call(*(convert(a) for a in data.values())), np.float64)
+        def torch_f32(a):
+            return torch.tensor(a, dtype=torch.float32)
+        expected = on(np.float32)
+        np.testing.assert_allclose(on(jnp.float32), expected, rtol=1e-5, atol=1e-6)
         count = jax_tvm_ffi.registered_count()
         importlib.reload(scale_lib)
         for name in [m for m in list(sys.modules) if m.startswith("scale_lib.")]:
             importlib.reload(sys.modules[name])
             gc.collect()  # no reload may drop the registration of the PyTorch custom ops
-            assert torch.ops.scale_lib.scale(torch.ones(2), 4.0).tolist() == [4.0, 4.0], name
+            assert hasattr(torch.ops.scale_lib, case.name), name
+            np.testing.assert_allclose(on(torch_f32), expected, rtol=1e-5, atol=1e-6)
         forget_package()
+        for name in [m for m in sys.modules if m == "cases" or m.startswith("test_")]:
+            del sys.modules[name]  # the cases call the package they imported: import them again
         import scale_lib as again
-        assert float(again.scale(jnp.ones(3), 3.0)[0]) == 3.0
-        assert again.scale(torch.ones(2), 2.0).tolist() == [2.0, 2.0]
-        assert torch.ops.scale_lib.scale(torch.ones(2), 4.0).tolist() == [4.0, 4.0]
-        assert np.array_equal(again.scale(np.ones(2), 5.0), [5.0, 5.0])
+        from cases import case_of
+        case = case_of(case.name)
+        np.testing.assert_allclose(on(jnp.float32), expected, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(on(torch_f32), expected, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(on(np.float32), expected, rtol=1e-5, atol=1e-6)
         assert jax_tvm_ffi.registered_count() == count, "JAX targets were registered again"
         print("ok")
         """

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from backends import (
@@ -14,9 +16,49 @@ from backends import (
     check_native,
     shape_id,
 )
-from reference import assert_close, random_data, rms_norm_grad_reference, rms_norm_reference
+from cases import OpCase
+from hypothesis import given
+from hypothesis import strategies as st
+from properties import (
+    ALL,
+    MAX_SIZE,
+    PROFILE_SETTINGS,
+    VIEW_FRAMEWORKS,
+    _as_seen_by_kernel,
+    _compute_dtype,
+    _dtypes_for,
+    _ieee_overflow,
+    _rounded,
+    _snapshot,
+    float_arrays,
+    shapes,
+)
+from reference import (
+    REDUCTION_TOLERANCES,
+    assert_close,
+    random_data,
+    rms_norm_grad_reference,
+    rms_norm_reference,
+)
 
 import scale_lib
+
+# The example call the cross-cutting suites (bad input, threads, lifetimes, the ABI) make.
+CASE = OpCase(
+    "rms_norm",
+    ("x", "weight"),
+    lambda x, weight, out=None: scale_lib.rms_norm(x, weight, 1e-6, out=out),
+    reference=lambda x, weight: rms_norm_reference(x, weight, 1e-6),
+    optional=("weight",),
+    shape_of={"weight": lambda shape: shape[-1:]},
+    reduction=True,
+    exports={"rms_norm": 4, "rms_norm_rstd": 3, "rms_norm_backward": 5, "rms_norm_weight_grad": 4},
+    hostile_abi=(
+        "lib.rms_norm(x, x, x[:3], 1e-6)",  # wrong weight
+        "lib.rms_norm(x, x, None, -1.0)",  # negative eps
+        "lib.rms_norm_weight_grad(x[:4], x, x, np.ones(1))",  # wrong dtype for rstd
+    ),
+)
 
 # 1-D; one element; narrow rows (sub-warp groups: 8, 128 wide); odd widths (the unvectorised
 # path); one block per row (1024, 4096); rows too wide to cache in registers (> 8192 packs of
@@ -231,3 +273,154 @@ def test_jax_errors_are_python_errors(backend: Backend) -> None:
         backend.run(scale_lib.rms_norm, x, backend.asarray(np.ones(5), "float32"))
     with pytest.raises(ValueError, match="x must have at least 1 dimension"):
         backend.run(scale_lib.rms_norm, backend.asarray(np.float64(1.0), "float32"))
+
+
+# -- properties (Hypothesis; shared machinery in properties.py) ------------------------------
+# * rms_norm: x and weight have magnitudes in {0} U [2**-E, 2**E] (E = 30 for data accumulated in
+# float32, 200 for float64) so that the documented float32 (float64) accumulation of x**2 can
+# neither overflow nor underflow; float16 data is unrestricted. eps is in [0, 1e-2]; where it is
+# 0 in the kernel (0, or a positive eps that float32, or DAZ under JAX, makes 0) no row is all
+# zero. All-zero rows with a tiny positive eps: test_rms_norm_positive_eps_keeps_zero_rows_finite.
+def _rms_norm_magnitudes(dtype: str) -> dict[str, float]:
+    if dtype == "float16":
+        return {"min_abs": 2.0**-24}  # every float16 is safe in float32 accumulation
+    e = 200 if dtype == "float64" else 30
+    return {"min_abs": 2.0**-e, "max_abs": 2.0**e}
+
+
+def _eps_in_kernel(backend: Backend, eps: float, dtype: str) -> float:
+    """eps as the kernel adds it: in the compute type, and under DAZ a subnormal is 0."""
+    seen = float(np.float32(eps)) if _compute_dtype(dtype) == "float32" else eps
+    return float(_as_seen_by_kernel(backend, np.array(seen), dtype))
+
+
+@st.composite
+def rms_norm_shapes(draw, max_size: int = 3 * MAX_SIZE) -> tuple[int, ...]:
+    hidden = draw(
+        st.one_of(
+            st.integers(1, 40),
+            st.sampled_from(
+                [1, 2, 3, 7, 8, 16, 31, 32, 33, 127, 128, 129, 255, 256, 257, 1023, 1024, 1025, 2048, 3000]
+            ),
+            st.integers(1, 3000),
+        ),
+        label="hidden",
+    )
+    return (*draw(shapes(max_dims=3, max_size=max(max_size // hidden, 1)), label="leading"), hidden)
+
+
+@pytest.mark.parametrize("backend", ALL, indirect=True)
+@PROFILE_SETTINGS
+@given(data=st.data())
+def test_rms_norm_property(backend: Backend, data) -> None:
+    dtype = data.draw(st.sampled_from(_dtypes_for(backend)), label="dtype")
+    shape = data.draw(rms_norm_shapes(), label="shape")
+    hidden = shape[-1]
+    eps = data.draw(
+        st.one_of(
+            st.just(0.0),
+            st.sampled_from([1e-6, 1e-5, 1e-3, 1e-2]),
+            st.floats(1e-8, 1e-2),
+            st.floats(0.0, 1e-2),
+        ),
+        label="eps",
+    )
+    magnitudes = _rms_norm_magnitudes(dtype)
+    # Rows whose mean square is near eps often: where a mistake with eps would show.
+    hint = 0.5 * math.log2(eps) if eps > 0 else None
+    values = _rounded(data.draw(float_arrays(shape, dtype, **magnitudes, log2_hint=hint), label="x"), dtype)
+    weighted = data.draw(st.booleans(), label="weighted")
+    w_values = (
+        _rounded(data.draw(float_arrays((hidden,), dtype, **magnitudes), label="weight"), dtype)
+        if weighted
+        else None
+    )
+    if _eps_in_kernel(backend, eps, dtype) == 0:  # eps = 0 only for rows that are not all zero:
+        # give each zero row a 1. (A positive eps that is 0 in the compute type: see
+        # test_rms_norm_positive_eps_keeps_zero_rows_finite.)
+        rows = values.reshape(-1, hidden)
+        rows[(rows == 0).all(axis=1), 0] = 1.0
+
+    views = backend.framework in VIEW_FRAMEWORKS
+    pad = data.draw(st.integers(0, 24) if views else st.just(0), label="row_padding")
+    start = data.draw(st.integers(0, pad), label="row_start")
+    modes = ["new"] if backend.is_jax else ["new", "fresh", "inplace"] + (["strided"] if views else [])
+    mode = data.draw(st.sampled_from(modes), label="out_mode")
+
+    if pad:  # x = wide[..., start:start + hidden]: strided rows, NaN around them
+        wide_values = np.full((*shape[:-1], hidden + pad), NAN)
+        wide_values[..., start : start + hidden] = values
+        wide = backend.asarray(wide_values, dtype)
+        x = wide[..., start : start + hidden]
+    else:
+        wide, x = None, backend.asarray(values, dtype)
+    w = backend.asarray(w_values, dtype) if weighted else None
+    x_before = _snapshot(backend, x)
+    w64 = _snapshot(backend, w) if weighted else None
+
+    out_wide = None
+    if mode == "new":
+        result = backend.run(scale_lib.rms_norm, x, w, eps)
+        check_native(backend, result, dtype, shape)
+    else:
+        if mode == "fresh":
+            out = backend.asarray(np.full(shape, NAN), dtype)
+        elif mode == "strided":
+            out_pad = data.draw(st.integers(1, 9), label="out_row_padding")
+            out_wide = backend.asarray(np.full((*shape[:-1], hidden + out_pad), NAN), dtype)
+            at_end = data.draw(st.booleans(), label="out_at_end")
+            out = out_wide[..., out_pad : out_pad + hidden] if at_end else out_wide[..., :hidden]
+        else:
+            out = x
+        result = scale_lib.rms_norm(x, w, eps, out=out)
+        assert result is out
+        backend.synchronize()
+    if out_wide is not None:  # exactly hidden of each row written
+        padding = math.prod(shape[:-1]) * (out_wide.shape[-1] - hidden)
+        assert np.isnan(backend.to_numpy(out_wide)).sum() == padding, "padding of out written"
+    if mode != "inplace":
+        np.testing.assert_array_equal(backend.to_numpy(x), x_before, err_msg="x modified")
+    if wide is not None:
+        assert np.isnan(backend.to_numpy(wide)).sum() == math.prod(shape[:-1]) * pad, "padding written"
+
+    expected = rms_norm_reference(x_before, w64, eps)  # |x / rms| <= sqrt(hidden): finite
+    expected, compared = _ieee_overflow(expected, dtype, REDUCTION_TOLERANCES[dtype][0])  # * weight
+    actual = backend.to_numpy(result)
+    assert actual.shape == expected.shape
+    assert_close(actual[compared], expected[compared], dtype, reduction=True)
+
+
+@pytest.mark.parametrize("backend", ALL, indirect=True)
+@PROFILE_SETTINGS
+@given(data=st.data())
+def test_rms_norm_positive_eps_keeps_zero_rows_finite(backend: Backend, data) -> None:
+    """An all-zero row with eps > 0 normalises to 0 / sqrt(0 + eps) = 0, however small eps is.
+
+    The main property gives every zero row a non-zero element when eps is 0 *in the kernel's
+    compute type*; this one checks the positive eps that float32 (or DAZ, under JAX on the CPU)
+    turns into 0, which the docstring ("eps: non-negative, added to the mean square") does not
+    exclude.
+    """
+    dtype = data.draw(st.sampled_from(_dtypes_for(backend)), label="dtype")
+    hidden = data.draw(st.integers(1, 300), label="hidden")
+    rows = data.draw(st.integers(1, 4), label="rows")
+    eps = data.draw(st.one_of(st.floats(5e-324, 1e-36), st.floats(5e-324, 1e-2)), label="eps")
+    values = np.zeros((rows, hidden))
+    odd_rows = float_arrays(values[1::2].shape, dtype, **_rms_norm_magnitudes(dtype))
+    values[1::2] = data.draw(odd_rows, label="odd_rows")
+    x = backend.asarray(values, dtype)
+    x64 = _snapshot(backend, x)
+    result = backend.run(scale_lib.rms_norm, x, None, eps)
+    assert_close(backend.to_numpy(result), rms_norm_reference(x64, None, eps), dtype, reduction=True)
+
+
+# -- more than 2^31 elements: 64-bit indexing through grid sizes ----------------------------
+@pytest.mark.gpu
+@pytest.mark.large
+def test_large_inputs(large_torch) -> None:
+    rows, hidden = 2**21 + 3, 1024
+    x = large_torch.randn(rows, hidden, dtype=large_torch.float16, device="cuda")
+    y = scale_lib.rms_norm(x, None, 1e-6)
+    for r in (0, 2**21 - 1, rows - 1):  # rows whose elements lie past 2^31
+        expected = large_torch.nn.functional.rms_norm(x[r].float(), (hidden,), eps=1e-6).half()
+        large_torch.testing.assert_close(y[r], expected, rtol=2e-3, atol=2e-3)

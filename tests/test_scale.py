@@ -10,17 +10,50 @@ import pytest
 from backends import (
     ALL_BACKENDS,
     DTYPES,
+    LARGE_N,
     MUTABLE_BACKENDS,
     Backend,
     backend_out_params,
     backend_params,
     check_native,
+    marked_ones,
     numpy_dtype,
     shape_id,
 )
-from reference import assert_close, random_data, scale_reference
+from cases import OpCase
+from hypothesis import given
+from hypothesis import strategies as st
+from properties import (
+    ALL,
+    PROFILE_SETTINGS,
+    _allow_flushed,
+    _as_seen_by_kernel,
+    _call_with_out,
+    _check_guards,
+    _draw_layout,
+    _dtypes_for,
+    _ieee_overflow,
+    _make_input,
+    _snapshot,
+    float_arrays,
+    scalars,
+    shapes,
+)
+from reference import TOLERANCES, assert_close, random_data, scale_reference
 
 import scale_lib
+
+# The example call the cross-cutting suites (bad input, threads, lifetimes, the ABI) make.
+# [scale_case.begin]
+CASE = OpCase(
+    "scale",
+    ("x",),
+    lambda x, out=None: scale_lib.scale(x, 2.0, out=out),
+    reference=lambda x: x * 2.0,
+    exports={"scale": 3},
+    hostile_abi=("lib.scale(x, x[:4], 1.0)",),
+)
+# [scale_case.end]
 
 # 0-d; zero-size; 1; odd; around a warp/block (256 threads); around one vectorised CUDA block
 # (256 threads x 4 vectors x 4 float32 = 4096); large and odd (a vector tail); N-d.
@@ -231,3 +264,51 @@ def test_16bit_rounding_is_exact(backend: Backend, dtype: str) -> None:
     )
     np_errors.__exit__(None, None, None)
     np.testing.assert_array_equal(result, expected)
+
+
+# -- properties (Hypothesis; shared machinery in properties.py) ------------------------------
+@pytest.mark.parametrize("backend", ALL, indirect=True)
+@PROFILE_SETTINGS
+@given(data=st.data())
+def test_scale_property(backend: Backend, data) -> None:
+    dtype = data.draw(st.sampled_from(_dtypes_for(backend)), label="dtype")
+    shape = data.draw(shapes(), label="shape")
+    values = data.draw(float_arrays(shape, dtype, specials=(NAN, math.inf, -math.inf, -0.0)), label="x")
+    factor = data.draw(scalars(dtype), label="factor")
+    factor_type = data.draw(st.sampled_from([float, np.float64]), label="factor_type")
+    (offset,), mode, out_offset = _draw_layout(data, backend)
+
+    x, x_buffer = _make_input(backend, values, dtype, offset)
+    x_before = _snapshot(backend, x)
+    result, guard = _call_with_out(
+        backend, scale_lib.scale, (x, factor_type(factor)), [x], shape, dtype, mode, out_offset
+    )
+    if guard is not None:
+        _check_guards(backend, guard, out_offset, math.prod(shape))
+    if mode != "inplace":
+        np.testing.assert_array_equal(backend.to_numpy(x), x_before, err_msg="input modified")
+    if x_buffer is not None:
+        _check_guards(backend, x_buffer, offset, math.prod(shape))  # padding untouched
+
+    rtol = TOLERANCES[dtype][0]
+    with np.errstate(invalid="ignore", over="ignore"):
+        expected = _as_seen_by_kernel(backend, x_before, dtype) * np.float64(factor)
+    expected, compared = _ieee_overflow(expected, dtype, rtol)
+    actual = backend.to_numpy(result)
+    expected = _allow_flushed(backend, actual, expected, dtype)
+    assert_close(actual[compared], expected[compared], dtype)
+    zeros = (expected == 0) & compared  # exact zeros keep the IEEE sign (x * -0.0, -x * 0.0 ...)
+    np.testing.assert_array_equal(
+        np.signbit(actual[zeros]), np.signbit(expected[zeros]), err_msg="sign of zero"
+    )
+
+
+# -- more than 2^31 elements: 64-bit indexing through grid sizes ----------------------------
+@pytest.mark.gpu
+@pytest.mark.large
+def test_large_inputs(large_torch) -> None:
+    x = marked_ones(large_torch, LARGE_N)
+    y = scale_lib.scale(x, 2.0)
+    assert bool(large_torch.equal(y, x * 2))
+    y = scale_lib.scale(x[1:], 2.0)  # unaligned: the scalar kernel
+    assert bool(large_torch.equal(y, x[1:] * 2))

@@ -15,7 +15,15 @@ tools=("$@")
 # Exact allocations (no caching allocator), so that any access past an array is caught.
 export PYTORCH_NO_CUDA_MEMORY_CACHING=1
 selection="${SANITIZE_K:-torch-cuda and float32 and not 1048579 and not 1000003 and not 65537}"
-tests=(tests/test_scale.py tests/test_rms_norm.py tests/test_axpby.py tests/test_l2_norm.py tests/test_flatnonzero.py)
+# The tests of every declared op (scale_lib.ops.OPS) that has a tests/test_<op>.py.
+mapfile -t tests < <(python3 -c '
+import os
+from scale_lib.ops import OPS
+for op in OPS:
+    if os.path.isfile(f"tests/test_{op.name}.py"):
+        print(f"tests/test_{op.name}.py")
+')
+[ ${#tests[@]} -eq 0 ] && { echo "no op tests found (is scale_lib installed?)" >&2; exit 2; }
 
 status=0
 for tool in "${tools[@]}"; do

@@ -1,14 +1,21 @@
 #!/usr/bin/env python3
-"""Turn this checkout into a new kernel library with your name.
+"""Make a new kernel library from this template: a project of its own, ready to build and update.
 
-    python3 tools/new_library.py my_kernels --dest ../my_kernels
+    python3 tools/new_library.py my_kernels --dest ../my_kernels [--ops rms_norm,flatnonzero]
 
-Copies every tracked file to DEST and renames the library everywhere: the distribution
-(``my-kernels``), the import package (``my_kernels``), the CMake target and library file
-(``libmy_kernels.so``), the C++ namespace and macro prefix (``MY_KERNELS_``), the JAX target
-namespace (``my_kernels.<op>``), the PyTorch op namespace (``torch.ops.my_kernels``), the build
-switches (``MY_KERNELS_CUDA``) and the docs. Op names (``scale``, ``rms_norm``, ...) stay: they
-are the examples you replace. The result builds, imports and passes its own tests as is.
+Runs `copier copy` on this checkout (copier.yml): DEST gets the shared machinery, `scale` and
+the example ops you name (their kernels, bindings, tests, docs pages and benchmarks), with the
+library renamed everywhere: the distribution (``my-kernels``), the import package
+(``my_kernels``), the library file (``libmy_kernels.so``), the C++ namespace and macro prefix
+(``MY_KERNELS_``), the JAX target and PyTorch op namespaces, the build switches and the docs.
+DEST is version 0.1.0 with an empty CHANGELOG, a git repository with one commit, and records the
+template commit it came from (.copier-answers.yml) for `python3 tools/update_from_template.py`.
+
+copier, ruff and clang-format (the versions .pre-commit-config.yaml pins, so that the renamed
+files are formatted exactly as the lint expects) come from a private environment, .venv-template,
+made on first use; or from the running Python if it has them all.
+
+``--apply`` is the step copier runs inside DEST (and again on every update); not for direct use.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from __future__ import annotations
 import argparse
 import keyword
 import re
+import runpy
 import shutil
 import subprocess
 import sys
@@ -23,6 +31,16 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 OLD = "scale_lib"
+ALWAYS = "scale"  # the worked example of the docs: every library keeps it
+ANSWERS = ".copier-answers.yml"
+# Markdown blocks only the template has, and blocks (commented out) only a generated library has.
+TEMPLATE_ONLY = re.compile(
+    r"<!-- template-only -->.*?<!-- /template-only -->\n?"
+    r"|^[ \t]*# template-only:begin.*?# template-only:end[^\n]*\n",
+    re.DOTALL | re.MULTILINE,
+)
+FORK_ONLY = re.compile(r"<!-- fork-only\n(.*?)-->\n", re.DOTALL)
+CPP_SUFFIXES = {".h", ".cc", ".cu", ".cuh", ".cpp", ".hpp"}
 
 
 def spellings(name: str) -> dict[str, str]:
@@ -41,56 +59,207 @@ def renamer(new: str):
     return lambda text: pattern.sub(lambda m: table[m.group(0)], text)
 
 
-def tracked_files(root: Path) -> list[Path]:
-    """Files under version control (so no build output, caches or environments)."""
-    out = subprocess.run(["git", "-C", str(root), "ls-files", "-z"], capture_output=True, check=True)
-    return [Path(p) for p in out.stdout.decode().split("\0") if p]
-
-
 def check_name(name: str) -> None:
     if not re.fullmatch(r"[a-z][a-z0-9_]*", name) or keyword.iskeyword(name) or name == OLD:
         sys.exit(f"error: {name!r} must be a new lowercase Python identifier, such as my_kernels")
 
 
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("name", help="the new library's import name, e.g. my_kernels")
-    parser.add_argument("--dest", type=Path, required=True, help="directory to create")
-    parser.add_argument("--force", action="store_true", help="replace DEST if it exists")
-    parser.add_argument("--no-git", action="store_true", help="do not run git init in DEST")
-    args = parser.parse_args(argv)
-    check_name(args.name)
-    dest: Path = args.dest.resolve()
-    if dest.exists():
-        if not args.force:
+def parse_ops(text: str) -> list[str]:
+    return [op.strip() for op in text.split(",") if op.strip()]
+
+
+# -- inside the new project (copier's task) ---------------------------------------------------
+def prune_ops(keep: set[str]) -> None:
+    """Remove every example op not in ``keep``, with tools/remove_op.py's steps."""
+    remove = runpy.run_path(str(ROOT / "tools" / "remove_op.py"))
+    ops_py = ROOT / "python" / OLD / "ops.py"
+    declared = list(remove["sections"](ops_py.read_text()))
+    unknown = sorted(keep - set(declared))
+    if unknown:
+        sys.exit(f"error: no example op {', '.join(unknown)}; the template's ops: {', '.join(declared)}")
+    for op in reversed(declared):  # users of an op (axpby calls scale) go first
+        if op in keep:
+            continue
+        text = ops_py.read_text()
+        start, end = remove["sections"](text)[op]
+        ops_py.write_text(remove["without_unused_imports"](text[:start] + text[end:]))
+        for path in remove["own_files"](op):
+            path.unlink()
+        init = ROOT / "python" / OLD / "__init__.py"
+        init.write_text(remove["without_export"](init.read_text(), op))
+        readme = ROOT / "README.md"
+        readme.write_text(re.sub(rf"^\| `{re.escape(op)}\(.*\n", "", readme.read_text(), flags=re.MULTILINE))
+
+
+def own_project(name: str) -> None:
+    """The new project's own history, version and wording: no template results or changelog."""
+    shutil.rmtree(ROOT / "docs" / "_static" / "perf", ignore_errors=True)
+    (ROOT / "CHANGELOG.md").write_text(
+        "# Changelog\n\nNotable changes, newest first (see CONTRIBUTING.md, releasing).\n\n## Unreleased\n"
+    )
+    for page in [
+        ROOT / "README.md",
+        ROOT / "noxfile.py",
+        ROOT / ".ci" / "run",
+        *sorted((ROOT / "docs").rglob("*.md")),
+    ]:
+        text = page.read_text()
+        new = FORK_ONLY.sub(lambda m: m.group(1), TEMPLATE_ONLY.sub("", text)).rstrip("\n") + "\n"
+        if new != text:
+            page.write_text(new)
+    init = ROOT / "python" / OLD / "__init__.py"
+    init.write_text(
+        re.sub(r'^__version__ = ".*"$', '__version__ = "0.1.0"', init.read_text(), flags=re.MULTILINE)
+    )
+
+
+def project_files() -> list[Path]:
+    """The project's files: in a repository (an update), those git does not ignore."""
+    if (ROOT / ".git").exists():
+        listed = subprocess.run(
+            ["git", "-C", str(ROOT), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            capture_output=True,
+            check=True,
+        ).stdout.decode()
+        return [ROOT / p for p in listed.split("\0") if p]
+    return [p for p in ROOT.rglob("*") if ".git" not in p.relative_to(ROOT).parts[:1]]
+
+
+def rename_tree(name: str) -> list[Path]:
+    """Rename the library in every path and file; returns the files whose text changed."""
+    rename = renamer(name)
+    changed = []
+    for path in sorted(project_files(), key=lambda p: len(p.parts), reverse=True):
+        rel = path.relative_to(ROOT)
+        if rel.as_posix() == ANSWERS or not path.is_file() or path.is_symlink():
+            continue
+        target = ROOT / rename(rel.as_posix())
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            text = None
+        if target != path:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            path.replace(target)  # an update writes the new template next to the renamed files
+        if text is not None and rename(text) != text:
+            target.write_text(rename(text), encoding="utf-8")
+            changed.append(target)
+    for path in sorted(ROOT.glob(f"**/*{OLD}*/"), key=lambda p: len(p.parts), reverse=True):
+        if path.is_dir() and not any(path.iterdir()):
+            path.rmdir()
+    return changed
+
+
+def tool(name: str) -> str:
+    """A formatter next to the running Python (its environment), else on PATH."""
+    local = Path(sys.executable).parent / name
+    found = str(local) if local.exists() else shutil.which(name)
+    if found is None:
+        sys.exit(f"error: {name} not found: run copier from an environment with ruff and clang-format")
+    return found
+
+
+def format_files(files: list[Path]) -> None:
+    """Format what the rename changed: line lengths moved with the name."""
+    python = [str(f) for f in files if f.suffix in (".py", ".pyi")]
+    cpp = [str(f) for f in files if f.suffix in CPP_SUFFIXES]
+    if python:
+        ruff = tool("ruff")
+        subprocess.run([ruff, "check", "--quiet", "--fix", "--select", "I", *python], cwd=ROOT, check=True)
+        subprocess.run([ruff, "format", "--quiet", *python], cwd=ROOT, check=True)
+    if cpp:
+        subprocess.run([tool("clang-format"), "-i", "--style=file", *cpp], cwd=ROOT, check=True)
+
+
+def initial_commit(name: str) -> None:
+    git = ["git", "-C", str(ROOT)]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    identity = []
+    if subprocess.run([*git, "config", "user.email"], capture_output=True).returncode != 0:
+        identity = ["-c", f"user.name={name} developers", "-c", f"user.email={name}@localhost"]
+    subprocess.run(
+        [
+            *git,
+            *identity,
+            "commit",
+            "-q",
+            "--no-verify",
+            "-m",
+            f"{name} 0.1.0, from the kernel-library template",
+        ],
+        check=True,
+    )
+
+
+def apply(name: str, ops: list[str], commit: bool) -> int:
+    check_name(name)
+    if not (ROOT / "python" / OLD / "ops.py").is_file():
+        sys.exit(f"error: --apply runs inside a copy of the template (no python/{OLD}/ops.py here)")
+    prune_ops({ALWAYS, *ops})
+    own_project(name)
+    for machinery in ("tools/check_template.py", "tools/new_library.py"):
+        (ROOT / machinery).unlink()  # the template's own: the new project has no use for them
+    format_files(rename_tree(name))
+    if commit:
+        initial_commit(name)
+    return 0
+
+
+# -- in the template checkout ---------------------------------------------------------------
+def generate(name: str, dest: Path, ops: list[str], force: bool, vcs_ref: str | None) -> int:
+    check_name(name)
+    if dest.exists() and any(dest.iterdir()):
+        if not force:
             sys.exit(f"error: {dest} exists (pass --force to replace it)")
         shutil.rmtree(dest)
-    rename = renamer(args.name)
+    sys.path.insert(0, str(ROOT / "tools"))
+    from update_from_template import tool_python
 
-    for rel in tracked_files(ROOT):
-        source = ROOT / rel
-        if not source.is_file():
-            continue  # deleted in the working tree but not yet in git
-        target = dest / rename(rel.as_posix())
-        target.parent.mkdir(parents=True, exist_ok=True)
-        data = source.read_bytes()
-        try:
-            target.write_text(rename(data.decode("utf-8")), encoding="utf-8")
-        except UnicodeDecodeError:
-            target.write_bytes(data)
-        shutil.copymode(source, target)
-
-    readme = dest / "README.md"
-    title, _, rest = readme.read_text().partition("\n")
-    readme.write_text(f"{title}\n\n_Started from the {OLD} template (`tools/new_library.py`)._\n{rest}")
-
-    if not args.no_git and shutil.which("git"):
-        subprocess.run(["git", "init", "-q", str(dest)], check=True)
-        subprocess.run(["git", "-C", str(dest), "add", "-A"], check=True)
-    new = spellings(args.name)
+    command = [
+        str(tool_python(ROOT)),
+        "-m",
+        "copier",
+        "copy",
+        "--trust",
+        "--defaults",
+        "--quiet",
+        "--data",
+        f"name={name}",
+        "--data",
+        f"ops={','.join([ALWAYS, *[op for op in ops if op != ALWAYS]])}",
+    ]
+    if vcs_ref:
+        command += ["--vcs-ref", vcs_ref]
+    result = subprocess.run([*command, str(ROOT), str(dest)])
+    if result.returncode != 0:
+        return result.returncode
+    new = spellings(name)
     print(f"created {dest}: package {new['snake']}, distribution {new['dist']}, library lib{new['snake']}.so")
     print(f"next: cd {dest} && python3 tools/dev.py tests")
     return 0
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("name", nargs="?", help="the new library's import name, e.g. my_kernels")
+    parser.add_argument("--dest", type=Path, help="directory to create")
+    parser.add_argument(
+        "--ops", default="", help="example ops to keep besides scale, e.g. rms_norm,flatnonzero"
+    )
+    parser.add_argument("--force", action="store_true", help="replace DEST if it exists")
+    parser.add_argument("--vcs-ref", help="the template commit or tag to use (default: this checkout)")
+    parser.add_argument("--apply", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--initial-commit", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--no-commit", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if not args.name:
+        parser.error("the new library's name is required")
+    if args.apply:
+        return apply(args.name, parse_ops(args.ops), commit=args.initial_commit)
+    if args.dest is None:
+        parser.error("--dest is required")
+    return generate(args.name, args.dest.resolve(), parse_ops(args.ops), args.force, args.vcs_ref)
 
 
 if __name__ == "__main__":

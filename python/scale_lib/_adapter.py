@@ -26,6 +26,8 @@ class Adapter:
     # Whether the framework publishes its allocator to the library on every call (TVM-FFI does
     # for PyTorch and Paddle): then the library allocates outputs itself, in the same call.
     publishes_allocator = False
+    # Whether check_out/written do anything: when not, the out= path skips calling them.
+    guards_out = False
 
     def array_type(self) -> type | None:
         """The framework's array class, or None when the framework is not imported (then no
@@ -48,10 +50,24 @@ class Adapter:
         raise NotImplementedError(f"{self.name} runs every call eagerly")
 
     def check_out(self, out: Any, arg_name: str) -> None:
-        """Raise if ``out`` must never be written."""
+        """Raise if ``out`` must never be written (before any write; with ``guards_out``)."""
 
     def written(self, out: Any) -> None:
-        """``out`` was written in place: tell the framework (autograd's version counter)."""
+        """``out`` was written in place: tell the framework (autograd's version counter), so
+        that a tensor saved for backward and overwritten since is an error in backward, as after
+        the framework's own in-place ops (with ``guards_out``)."""
+
+    def diagnose(self, a: Any, arg_name: str) -> None:
+        """The framework or the library refused a call with an exception of its own (not a
+        TypeError/ValueError): raise a TypeError/ValueError naming ``arg_name`` if array ``a``
+        is why; return otherwise. Runs only after a failure, so it costs the common path
+        nothing."""
+
+    def adopt_input(self, a: Any) -> Any:
+        """Array ``a`` of another framework (or a ``tvm_ffi.Tensor``) in the form this
+        framework's own machinery (:meth:`call`) takes, without a copy. By default ``a`` itself:
+        the machinery accepts it, or refuses it with a TypeError of its own."""
+        return a
 
     def empty(self, like: Any, shape: Shape | None = None, dtype: str | None = None) -> Any:
         """An uninitialised contiguous array on ``like``'s device, with ``like``'s shape and dtype

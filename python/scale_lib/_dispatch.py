@@ -63,36 +63,47 @@ class Dispatcher:
         adapter = _BY_TYPE.get(type(x)) or adapter_of(x, op.input_names[0])
         if len(inputs) > 1:
             _check_other_inputs(op, inputs)
+        out_adapter = adapter
         if out is not None:
             if not op.takes_out:
                 raise TypeError(f"{op.name} has no out=: the size of its result depends on the data")
-            if type(out) is not type(x):  # same type as x: same framework, checked by it
+            if type(out) is not type(x):  # same type as x: same framework
                 out_adapter = adapter_of(out, "out")
-                if out_adapter is not adapter:
-                    out_adapter.check_out(out, "out")
+            if out_adapter.guards_out or out_adapter is not adapter:
+                out_adapter.check_out(out, "out")  # before anything is written
         if adapter.takes_call(op, inputs):
+            inputs, out = _native(adapter, op, inputs, out, out_adapter)
             return adapter.call(op, inputs, op.convert_attrs(attrs), out)
         # An eager call: what follows is its host overhead, kept lean. Scalars of exactly the
         # declared types go to the library as they are (it checks their bounds itself).
         if not exact_types(attrs, op.attr_types):
             attrs = op.convert_attrs(attrs)
         if out is None and op.fn_new is not None and adapter.publishes_allocator:
-            return op.fn_new(*inputs, *attrs)  # the library allocates with the framework: one call
+            # The library allocates the output with the framework: one call.
+            return _invoke(adapter, x, op.fn_new, inputs, op.input_names, attrs)
         if not op.plain:
-            return _call_special(adapter, op, inputs, attrs, out)
-        if out is None:
-            out = (
-                adapter.empty(inputs[op.like_index])
-                if op.output_is_like_input
-                else adapter.empty(inputs[op.like_index], op.output_shape(inputs), op.spec.output.dtype)
-            )
+            return _call_special(adapter, op, inputs, attrs, out, out_adapter)
+        written = None
         try:
+            if out is None:
+                out = (
+                    adapter.empty(inputs[op.like_index])
+                    if op.output_is_like_input
+                    else adapter.empty(inputs[op.like_index], op.output_shape(inputs), op.spec.output.dtype)
+                )
+            elif out_adapter.guards_out:
+                written = out_adapter.written
             if adapter.sets_stream:
                 adapter.invoke(x, op.fn, out, *inputs, *attrs)
             else:
                 op.fn(out, *inputs, *attrs)
         except BufferError:
             _retry_converted(adapter, x, op.fn, (out, *inputs), op.out_and_input_names, attrs)
+        except RuntimeError:  # the framework's or the library's own refusal: name the argument
+            _diagnose((out, *inputs), op.out_and_input_names)
+            raise
+        if written is not None:
+            written(out)
         return out
 
     # [op_call.end]
@@ -128,23 +139,50 @@ def _check_other_inputs(op: Op, inputs: tuple[Any, ...]) -> None:
             adapter_of(t, spec.name)
 
 
-def _call_special(adapter: Adapter, op: Op, inputs: tuple[Any, ...], attrs: tuple[Any, ...], out: Any) -> Any:
+def _call_special(
+    adapter: Adapter, op: Op, inputs: tuple[Any, ...], attrs: tuple[Any, ...], out: Any, out_adapter: Adapter
+) -> Any:
     """Ops whose output the library allocates, and ops with a workspace."""
     x = inputs[0]
-    if op.spec.output.allocated_by_library:
-        return adapter.adopt(_invoke(adapter, x, op.fn, inputs, op.input_names, attrs))
-    if out is None:
-        out = adapter.empty(inputs[op.like_index], op.output_shape(inputs), op.spec.output.dtype)
+    try:
+        if op.spec.output.allocated_by_library:
+            return adapter.adopt(_invoke(adapter, x, op.fn, inputs, op.input_names, attrs))
+        given = out is not None
+        if not given:
+            out = adapter.empty(inputs[op.like_index], op.output_shape(inputs), op.spec.output.dtype)
+    except RuntimeError:
+        _diagnose(inputs, op.input_names)
+        raise
     if adapter.needs_explicit_workspace:
         assert op.workspace_bytes is not None, "only ops with a workspace get here"
         assert op.fn_with_workspace is not None, "only ops with a workspace get here"
         nbytes = op.workspace_bytes(_numel(x.shape), max(_numel(out.shape), 1))
         workspace = adapter.empty(x, (nbytes,), "uint8")
-        names = ("out", "workspace", *op.input_names)
-        _invoke(adapter, x, op.fn_with_workspace, (out, workspace, *inputs), names, attrs)
+        fn, arrays, names = (
+            op.fn_with_workspace,
+            (out, workspace, *inputs),
+            ("out", "workspace", *op.input_names),
+        )
     else:
-        _invoke(adapter, x, op.fn, (out, *inputs), op.out_and_input_names, attrs)
+        fn, arrays, names = op.fn, (out, *inputs), op.out_and_input_names
+    if given and out_adapter.guards_out:
+        _write_and_tell(adapter, out_adapter, fn, arrays, names, attrs)
+    else:
+        _invoke(adapter, x, fn, arrays, names, attrs)
     return out
+
+
+def _write_and_tell(
+    adapter: Adapter,
+    out_adapter: Adapter,
+    fn: Any,
+    arrays: tuple[Any, ...],
+    names: tuple[str, ...],
+    attrs: tuple[Any, ...],
+) -> None:
+    """``fn`` writes into a given ``out`` (``arrays[0]``) whose framework tracks writes."""
+    _invoke(adapter, arrays[1], fn, arrays, names, attrs)
+    out_adapter.written(arrays[0])
 
 
 def _invoke(
@@ -157,6 +195,46 @@ def _invoke(
         return fn(*arrays, *attrs)
     except BufferError:
         return _retry_converted(adapter, x, fn, arrays, names, attrs)
+    except RuntimeError:
+        _diagnose(arrays, names)
+        raise
+
+
+def _diagnose(arrays: tuple[Any, ...], names: tuple[str, ...]) -> None:
+    """After a RuntimeError: a TypeError/ValueError naming the array that caused it, if one did
+    (inputs first); the caller re-raises the original error otherwise."""
+    order = sorted(range(len(arrays)), key=lambda i: names[i] in ("out", "workspace"))
+    for i in order:
+        if arrays[i] is not None:
+            adapter_of(arrays[i], names[i]).diagnose(arrays[i], names[i])
+
+
+def _native(
+    adapter: Adapter, op: Op, inputs: tuple[Any, ...], out: Any, out_adapter: Adapter
+) -> tuple[tuple[Any, ...], Any]:
+    """Arrays of other frameworks in the form ``adapter``'s own machinery takes (zero-copy)."""
+    converted = list(inputs)
+    for i, t in enumerate(inputs):
+        if t is not None and i and _BY_TYPE[type(t)] is not adapter:
+            converted[i] = _adopt(adapter, t, op.input_names[i])
+    if out is not None and out_adapter is not adapter:
+        out = _adopt(adapter, out, "out")
+    return tuple(converted), out
+
+
+def _adopt(adapter: Adapter, a: Any, arg_name: str) -> Any:
+    try:
+        return adapter.adopt_input(a)
+    except (BufferError, RuntimeError, TypeError, ValueError):
+        pass  # NumPy's legacy export refuses read-only and bfloat16 arrays: the versioned one
+    own = adapter_of(a, arg_name)
+    try:
+        return adapter.adopt_input(own.ffi_arg(a, arg_name))
+    except (BufferError, RuntimeError) as err:
+        raise TypeError(
+            f"{arg_name} is a {own.name} array that {adapter.name} cannot take without a copy "
+            f"({err}); pass a {adapter.name} array"
+        ) from None
 
 
 def _retry_converted(

@@ -129,8 +129,25 @@ def _call_eagerly(op: Op, inputs: tuple[Any, ...], attrs: tuple[Any, ...]) -> An
             f"{op.name} cannot be traced by JAX (jax.jit, vmap, grad): the size of its result "
             "depends on the data, and XLA shapes are static. Call it on concrete arrays"
         )
-    # Inputs are only read, so passing JAX's buffers to the library through DLPack is safe.
+    # Inputs are only read, so passing JAX's buffers to the library through DLPack is safe. A
+    # DLPack tensor lives on one device: arrays spread over several are gathered to the first.
+    inputs = tuple(
+        None if t is None else _on_one_device(t, spec.name)
+        for spec, t in zip(op.spec.inputs, inputs, strict=True)
+    )
     return ADAPTER.adopt(op.fn(*inputs, *attrs))
+
+
+def _on_one_device(t: Any, arg_name: str) -> Any:
+    devices = t.devices()
+    if len(devices) == 1:
+        return t
+    if not t.is_fully_addressable:
+        raise ValueError(
+            f"{arg_name} is a JAX array spread over processes; this op needs it whole on one "
+            "device of this process (jax.experimental.multihost_utils.process_allgather)"
+        )
+    return sys.modules["jax"].device_put(t, min(devices, key=lambda d: d.id))
 
 
 def _attribute(value: Any) -> Any:
@@ -174,6 +191,8 @@ def _ffi_call(op: Op, inputs: tuple[Any, ...], attrs: tuple[Any, ...]) -> Any:
     )
     if op.workspace_bytes is not None:
         return _workspace_op(op, attrs, ())(*present)
+    if op.spec.jax.vmap_method == "expand_dims":
+        return _rows_op(op, attrs)(*present)
     return _xla_call(op, present, attrs, ())
 
 
@@ -254,6 +273,49 @@ def _compiled(op: Op) -> Callable[..., Any]:
     import jax
 
     return jax.jit(_differentiable(op), static_argnums=(op.n_inputs,))
+
+
+@functools.cache
+def _rows_op(op: Op, attrs: tuple[Any, ...]) -> Callable[..., Any]:
+    """An op whose kernel batches by leading dimensions of ``x`` (``vmap_method="expand_dims"``),
+    with a batching rule that checks that it may.
+
+    The kernel takes a batch of ``x`` as more rows, with the inputs whose declared shape follows
+    ``x`` (``rstd``) batched alike and the others (``weight``) shared. Any other batching (a
+    per-example ``weight``, an unbatched ``x``) runs one call per batch element.
+    """
+    import jax
+
+    @jax.custom_batching.custom_vmap
+    def f(*inputs: Any) -> Any:
+        return _xla_call(op, inputs, attrs, ())
+
+    @f.def_vmap
+    def rule(axis_size: int, in_batched: list[bool], *inputs: Any) -> tuple[Any, bool]:
+        if _batch_is_rows(op, in_batched, inputs):
+            axes = tuple(0 if batched else None for batched in in_batched)
+            return jax.vmap(lambda *a: _xla_call(op, a, attrs, ()), in_axes=axes)(*inputs), True
+
+        def one(batched: tuple[Any, ...]) -> Any:
+            it = iter(batched)
+            return f(*(next(it) if b else t for t, b in zip(inputs, in_batched, strict=True)))
+
+        return jax.lax.map(one, tuple(t for t, b in zip(inputs, in_batched, strict=True) if b)), True
+
+    return f
+
+
+def _batch_is_rows(op: Op, in_batched: list[bool], inputs: tuple[Any, ...]) -> bool:
+    if not in_batched[0]:
+        return False
+    x_shape = tuple(inputs[0].shape)
+    for spec, t, batched in zip(op.spec.inputs[1:], inputs[1:], in_batched[1:], strict=True):
+        if spec.shape is None:
+            if not batched:  # shaped like x, but one for the whole batch
+                return False
+        elif tuple(spec.shape(x_shape)) != tuple(t.shape):
+            return False  # a shared input batched, or a per-row input not batched
+    return True
 
 
 @functools.cache

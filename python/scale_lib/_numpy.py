@@ -49,7 +49,10 @@ class NumPyAdapter(Adapter):
     def ffi_arg(self, a: Any, arg_name: str) -> Any:
         if arg_name == "out" and not a.flags.writeable:
             raise ValueError(f"{arg_name} is a read-only NumPy array; pass a writable array")
-        if (a.dtype.kind not in "biufc" and a.dtype.name != "bfloat16") or not a.dtype.isnative:
+        supported = (a.dtype.kind in "biuc" or (a.dtype.kind == "f" and a.dtype.itemsize <= 8)) or (
+            a.dtype.name == "bfloat16"
+        )
+        if not supported or not a.dtype.isnative:  # longdouble, structured, object, ...
             order = "" if a.dtype.isnative else " in non-native byte order"
             raise TypeError(
                 f"{arg_name} has unsupported dtype {a.dtype}{order}; expected one of float16, "

@@ -9,6 +9,7 @@ Nothing here knows a framework: the adapters (``_numpy.py``, ``_torch.py``, ...)
 
 from __future__ import annotations
 
+import math
 import numbers
 import sys
 from collections.abc import Callable
@@ -100,6 +101,56 @@ class Op:
                 raise ValueError(f"{spec.name} must have shape {tuple(spec.shape(shape))}{rule}; got {got}")
 
 
+def check_layout(arg_name: str, shape: Shape, strides: Shape, rows: bool) -> None:
+    """The library's layout rule for an abstract array with element ``strides``: contiguous, or
+    with ``rows``, rows of contiguous elements evenly spaced (``x[:, :hidden]``)."""
+    if _is_contiguous(shape, strides) or (rows and _is_rows(shape, strides)):
+        return
+    got = f"got shape {_tuple_text(shape)} with element strides {_tuple_text(strides)}"
+    if rows:
+        raise ValueError(
+            f"{arg_name} must be rows of contiguous elements: the last dimension contiguous and the "
+            f"leading ones a (possibly strided) stack of rows; {got}"
+        )
+    raise ValueError(f"{arg_name} must be contiguous (row-major); {got}. Pass a contiguous copy")
+
+
+def _is_contiguous(shape: Shape, strides: Shape) -> bool:
+    expected = 1
+    for size, stride in zip(reversed(shape), reversed(strides), strict=True):
+        if size == 0:
+            return True
+        if size != 1 and stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+def _is_rows(shape: Shape, strides: Shape) -> bool:
+    if not shape or 0 in shape:
+        return True
+    hidden = shape[-1]
+    if hidden != 1 and strides[-1] != 1:
+        return False
+    n_rows = 1
+    for size in shape[:-1]:
+        n_rows *= size
+    row_stride, next_stride = hidden, -1
+    for size, stride in zip(reversed(shape[:-1]), reversed(strides[:-1]), strict=True):
+        if size == 1:
+            continue
+        if next_stride < 0:
+            row_stride = stride
+        elif stride != next_stride:
+            return False
+        next_stride = stride * size
+    return n_rows == 1 or row_stride >= hidden
+
+
+def _tuple_text(values: Shape) -> str:
+    return str(tuple(values))
+
+
 def exact_types(values: tuple[Any, ...], types: tuple[type, ...]) -> bool:
     """Whether each value is of exactly its declared type (a bool is not an int here)."""
     if len(values) != len(types):
@@ -159,9 +210,12 @@ def _as_float(value: Any, name: str) -> float:
     # bool is a numbers.Real, but scaling by True is almost certainly a mistake.
     if isinstance(value, numbers.Real) and not isinstance(value, bool):
         try:
-            return float(value)
+            result = float(value)
         except OverflowError:  # 2**1024, Fraction(10**400, 3)
-            raise ValueError(f"{name} is too large for a float64; got {_short(value)}") from None
+            result = math.inf
+        if math.isinf(result) and value != result:  # numpy.longdouble(1e400) rounds to inf
+            raise ValueError(f"{name} is too large for a float64; got {_short(value)}")
+        return result
     _reject_tracer(value, name)
     raise TypeError(f"{name} must be a real number (int or float); got {type(value).__name__}")
 

@@ -18,6 +18,7 @@ from ._spec import Shape
 class PaddleAdapter(Adapter):
     name = module = "paddle"
     publishes_allocator = True
+    guards_out = True
 
     def array_type(self) -> type | None:
         paddle = sys.modules.get("paddle")
@@ -41,6 +42,18 @@ class PaddleAdapter(Adapter):
         if op.spec.vjp is None:
             raise TypeError(f"{op.name} is not differentiable: pass tensors with stop_gradient=True")
         return _layer(op, op.spec.vjp).apply(*inputs, *attrs)
+
+    def check_out(self, out: Any, arg_name: str) -> None:
+        if not out.stop_gradient:
+            raise ValueError(
+                f"{arg_name} needs a gradient (stop_gradient=False); scale_lib does not write into "
+                f"it. Write into {arg_name}.detach() to update its values"
+            )
+
+    def written(self, out: Any) -> None:
+        # Autograd must see the write as in-place: a tensor saved for backward and written
+        # since is an error in backward(), as after Paddle's own in-place ops.
+        out._bump_inplace_version()
 
     def empty(self, like: Any, shape: Shape | None = None, dtype: str | None = None) -> Any:
         paddle = sys.modules["paddle"]

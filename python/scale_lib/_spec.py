@@ -27,6 +27,10 @@ class Input:
 
     ``shape_text`` says in words what ``shape`` computes, for the error message.
 
+    ``rows``: the array may be rows of a wider one (the last dimension contiguous, the leading
+    ones evenly spaced rows, as ``x[:, :hidden]``); otherwise it must be contiguous. Like the
+    other rules, checked in Python only for abstract arrays.
+
     ``optional`` inputs may be ``None`` (``ffi::Optional`` at the ABI). XLA calls have no
     absent buffer, so for JAX an absent optional input becomes ``jax_stand_in(first_input)``: a
     value with the same effect (ones for a weight).
@@ -38,6 +42,7 @@ class Input:
     shape: Callable[[Shape], Shape] | None = None
     shape_text: str = ""
     min_ndim: int = 0
+    rows: bool = False
     jax_stand_in: Callable[[Any], Any] | None = None
 
 
@@ -59,12 +64,14 @@ class Output:
     """The output, on the first input's framework and device. Its shape and dtype are those of
     the input named ``like``, unless ``shape`` (a function of the input shapes) or ``dtype`` (a
     name) says otherwise. ``allocated_by_library``: the library allocates and returns it (its
-    size depends on the data), so there is no ``out=``."""
+    size depends on the data), so there is no ``out=``. ``rows``: a given ``out`` may be rows of a
+    wider array, as for :class:`Input`."""
 
     like: str = "x"
     shape: Callable[..., Shape] | None = None
     dtype: str | None = None
     allocated_by_library: bool = False
+    rows: bool = False
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,13 @@ defines a vjp, an autograd formula.
 Plain eager calls on tensors that need no gradient go straight to the library: the custom-op
 dispatcher costs several microseconds a call, the library call under one. Everything PyTorch
 itself must see takes the custom op: tracing under torch.compile/torch.export, tensor subclasses
-(FakeTensor, FunctionalTensor, DTensor, ...), meta tensors and tensors that require
-grad.
+(FakeTensor, FunctionalTensor, DTensor, ...; not nn.Parameter), meta tensors, tensors that require
+grad, lazily negated views (whose negative bit PyTorch resolves for custom ops) and calls inside
+a forward-mode AD level.
+
+Tensors the library cannot take (sparse, mkldnn, quantized, nested, torch.func wrappers) are a
+TypeError naming the argument: checked on the custom-op path, and on the direct path only once
+the framework or the library has refused the call, so the common path pays nothing for them.
 """
 
 from __future__ import annotations
@@ -16,11 +21,12 @@ from collections.abc import Callable
 from typing import Any
 
 from ._adapter import Adapter
-from ._op import Op
+from ._op import Op, check_layout
 from ._spec import Shape
 
 try:
     import torch
+    import torch.autograd.forward_ad as _forward_ad
 
     # Module-level aliases keep the per-call check cheap; dynamo still recognises the function.
     _Tensor = torch.Tensor
@@ -29,6 +35,7 @@ try:
     _Parameter = torch.nn.Parameter
     _grad_enabled = torch.is_grad_enabled
     _dynamo_compiling = torch.compiler.is_dynamo_compiling
+    _increment_version = torch._C._increment_version
 except ImportError:  # scale_lib works without PyTorch
     torch = None
 
@@ -40,8 +47,40 @@ _SCHEMA_TYPE = {float: "float", int: "int", bool: "bool"}
 _library: Any = globals().get("_library")
 
 
+def _check_tensor(t: Any, arg_name: str) -> None:
+    """TypeError naming ``arg_name`` for a tensor whose memory is not a dense array the library
+    can read (the slow paths run this; the direct path only after a refusal)."""
+    if torch._C._functorch.is_functorch_wrapped_tensor(t) or torch._C._are_functorch_transforms_active():
+        raise TypeError(
+            f"{arg_name} is inside a torch.func transform (vmap, grad, jvp, jacrev, ...), which "
+            "scale_lib ops do not support: call them outside torch.func, and use "
+            "torch.autograd for gradients"
+        )
+    if t.is_nested:
+        raise TypeError(f"{arg_name} is a nested tensor; pass a dense tensor (e.g. one per component)")
+    if t.layout != torch.strided:
+        raise TypeError(
+            f"{arg_name} has layout {t.layout}; pass a dense (strided) tensor, e.g. {arg_name}.to_dense()"
+        )
+    if t.is_quantized:
+        raise TypeError(f"{arg_name} is a quantized tensor ({t.dtype}); pass {arg_name}.dequantize()")
+
+
+def _check_no_tangent(inputs: tuple[Any, ...], names: tuple[str, ...]) -> None:
+    if _forward_ad._current_level < 0:
+        return
+    for name, t in zip(names, inputs, strict=True):
+        if isinstance(t, _Tensor) and _forward_ad.unpack_dual(t).tangent is not None:
+            raise TypeError(
+                f"{name} is a forward-mode AD dual tensor (torch.autograd.forward_ad), which "
+                "scale_lib ops do not support: their tangent would be dropped. Use reverse mode "
+                "(backward(), torch.autograd.grad)"
+            )
+
+
 class TorchAdapter(Adapter):
     name = module = "torch"
+    guards_out = True
     publishes_allocator = True
 
     def __init__(self) -> None:
@@ -56,9 +95,15 @@ class TorchAdapter(Adapter):
         # Every eager call runs this, so it is a plain loop of cheap checks.
         if _dynamo_compiling():  # torch.compile traces this code: put the op in its graph
             return True
+        if _forward_ad._current_level >= 0:  # dual tensors exist only inside a level
+            return True
         for t in inputs:
             if type(t) is _Tensor or type(t) is _Parameter:
-                if (t.requires_grad and _grad_enabled()) or t.is_meta:  # autograd; fake computes meta
+                if (
+                    (t.requires_grad and _grad_enabled())  # autograd must see the call
+                    or t.is_meta  # the fake implementation computes meta tensors
+                    or t.is_neg()  # a lazily negated view (x.conj().imag): resolved for custom ops
+                ):
                     return True
             elif isinstance(t, _Tensor):  # FakeTensor, FunctionalTensor, DTensor, ...
                 return True
@@ -68,6 +113,13 @@ class TorchAdapter(Adapter):
 
     def call(self, op: Op, inputs: tuple[Any, ...], attrs: tuple[Any, ...], out: Any) -> Any:
         x = inputs[0]
+        if not _dynamo_compiling():  # under torch.compile, the fake implementation checks
+            for name, t in zip(op.input_names, inputs, strict=True):
+                if t is not None:
+                    _check_tensor(t, name)
+            if out is not None:
+                _check_tensor(out, "out")
+            _check_no_tangent(inputs, op.input_names)
         if x.device.type not in ("cpu", "cuda", "meta"):
             raise ValueError(f"x is on unsupported device {x.device}; scale_lib supports cpu and cuda")
         functional, out_variant = self._custom_ops[op.name]
@@ -78,8 +130,38 @@ class TorchAdapter(Adapter):
                 "out= does not support autograd, and an input requires grad: call without out=, or "
                 "under torch.no_grad()"
             )
-        out_variant(out, *inputs, *attrs)
+        out_variant(out, *inputs, *attrs)  # bumps out's version counter
         return out
+
+    def check_out(self, out: Any, arg_name: str) -> None:
+        if out.requires_grad:
+            raise ValueError(
+                f"{arg_name} requires grad (a Parameter or a tensor autograd tracks); scale_lib does "
+                f"not write into it. Write into {arg_name}.detach() to update its values"
+            )
+        # (Traced by torch.compile, the out= custom op checks it when it runs.)
+        if not _dynamo_compiling() and out.is_neg():
+            raise ValueError(
+                f"{arg_name} is a lazily negated view (negative bit set, e.g. x.conj().imag); pass "
+                "a tensor without it"
+            )
+
+    def written(self, out: Any) -> None:
+        # Autograd must see the write as in-place: a tensor saved for backward and written
+        # since raises in backward(), as after PyTorch's own in-place ops.
+        _increment_version((out,))
+
+    def diagnose(self, a: Any, arg_name: str) -> None:
+        _check_tensor(a, arg_name)
+        if a.is_meta:  # real inputs went straight to the library, with a meta tensor
+            raise ValueError(f"every array must be on one device; {arg_name} is on meta, which has no data")
+
+    def ffi_arg(self, a: Any, arg_name: str) -> Any:
+        self.diagnose(a, arg_name)  # PyTorch's DLPack export refused it
+        return a
+
+    def adopt_input(self, a: Any) -> Any:
+        return torch.from_dlpack(a)
 
     def empty(self, like: Any, shape: Shape | None = None, dtype: str | None = None) -> Any:
         if shape is None and dtype is None:
@@ -118,17 +200,30 @@ def _new_output(op: Op, inputs: tuple[Any, ...]) -> Any:
     return ADAPTER.empty(like, op.output_shape(inputs), op.spec.output.dtype)
 
 
-def _check_fake(op: Op, inputs: tuple[Any, ...], out: Any = None) -> None:
-    """What the library checks, for fake tensors that never reach it."""
+def _check_fake(op: Op, args: tuple[Any, ...], out: Any = None) -> None:
+    """What the library checks, for fake and meta tensors that never reach it: the declared
+    input rules, the scalar attributes, layouts and devices (not overlap: fake tensors have no
+    memory)."""
+    inputs = args[: op.n_inputs]
     op.check_abstract(inputs)
-    named = [(n, t) for n, t in zip(op.input_names, inputs, strict=True) if t is not None]
+    op.convert_attrs(tuple(args[op.n_inputs :]))
+    named = [
+        (spec.name, t, spec.rows) for spec, t in zip(op.spec.inputs, inputs, strict=True) if t is not None
+    ]
     if out is not None:
-        named.append(("out", out))
-    if len({t.device for _, t in named}) > 1:
+        named.append(("out", out, op.spec.output.rows))
+    for name, t, rows in named:
+        if not t.is_contiguous():  # guard-free on the common path under torch.compile
+            check_layout(name, tuple(t.shape), tuple(t.stride()), rows)
+    if len({t.device for _, t, _ in named}) > 1:
         raise ValueError(
             f"{op.name}: every array must be on one device; got "
-            + ", ".join(f"{n} on {t.device}" for n, t in named)
+            + ", ".join(f"{n} on {t.device}" for n, t, _ in named)
         )
+
+
+def _dtype_name(dtype: Any) -> str:
+    return str(dtype).rsplit(".", 1)[-1]
 
 
 def _define(op: Op) -> None:
@@ -146,9 +241,15 @@ def _define(op: Op) -> None:
             return op.fn(*args)  # the library allocates through torch's allocator
 
         def fake(*args: Any) -> Any:
-            _check_fake(op, args[:n])
+            _check_fake(op, args)
             # The length depends on the data: an unbacked symbolic size.
-            size = torch.library.get_ctx().new_dynamic_size()
+            try:
+                size = torch.library.get_ctx().new_dynamic_size()
+            except RuntimeError:  # no fake mode: meta tensors, which have no data
+                raise ValueError(
+                    f"{spec.inputs[0].name} is a meta tensor, which has no data, and the size of "
+                    f"{op.name}'s result depends on the data"
+                ) from None
             dtype = getattr(torch, spec.output.dtype) if spec.output.dtype else args[0].dtype
             return args[0].new_empty((size,), dtype=dtype)
 
@@ -161,20 +262,23 @@ def _define(op: Op) -> None:
             return out
 
         def fake(*args: Any) -> Any:
-            _check_fake(op, args[:n])
+            _check_fake(op, args)
             return _new_output(op, args[:n])
 
         def out_variant(out: Any, *args: Any) -> None:
+            ADAPTER.check_out(out, "out")
             op.fn(out, *args)
+            ADAPTER.written(out)  # the dispatcher does not bump the version of `Tensor(a!)`
 
         def fake_out(out: Any, *args: Any) -> None:
-            _check_fake(op, args[:n], out)
+            _check_fake(op, args, out)
             expected = _new_output(op, args[:n])
-            if out.shape != expected.shape or out.dtype != expected.dtype:
-                raise ValueError(
-                    f"out must have shape {tuple(expected.shape)} and dtype {expected.dtype}; got "
-                    f"{tuple(out.shape)} and {out.dtype}"
+            if out.dtype != expected.dtype:  # the library's error types: TypeError for a dtype
+                raise TypeError(
+                    f"out must have dtype {_dtype_name(expected.dtype)}; got {_dtype_name(out.dtype)}"
                 )
+            if out.shape != expected.shape:
+                raise ValueError(f"out must have shape {tuple(expected.shape)}; got {tuple(out.shape)}")
 
         torch.library.impl(f"{qualname}_out", ("cpu", "cuda"), out_variant, lib=_library)
         torch.library.register_fake(f"{qualname}_out", fake_out, lib=_library)

@@ -119,8 +119,9 @@ _ROWS = JaxOptions(vmap_method="expand_dims")  # an unbatched weight stays one r
 _rms_norm = register(
     OpSpec(
         "rms_norm",
-        inputs=(Input("x", min_ndim=1), _WEIGHT),
+        inputs=(Input("x", min_ndim=1, rows=True), _WEIGHT),
         attrs=(Attr("eps", float, minimum=0.0),),
+        output=Output(rows=True),
         vjp=lambda grad, out, x, weight, eps: _rms_norm_vjp(grad, x, weight, eps),
         sharding="rows",
         jax=_ROWS,
@@ -132,7 +133,7 @@ _rms_norm = register(
 _rms_norm_rstd = register(
     OpSpec(
         "rms_norm_rstd",
-        inputs=(Input("x", min_ndim=1),),
+        inputs=(Input("x", min_ndim=1, rows=True),),
         attrs=(Attr("eps", float, minimum=0.0),),
         output=Output(shape=lambda x: x.shape[:-1], dtype="float64"),
         sharding="rows",
@@ -144,7 +145,7 @@ _RSTD = Input("rstd", dtype="float64", shape=_leading_dims, shape_text="the lead
 _rms_norm_backward = register(
     OpSpec(
         "rms_norm_backward",
-        inputs=(Input("grad", min_ndim=1), Input("x"), _WEIGHT, _RSTD),
+        inputs=(Input("grad", min_ndim=1), Input("x", rows=True), _WEIGHT, _RSTD),
         output=Output(like="grad"),
         sharding="rows",
         public=False,
@@ -154,7 +155,7 @@ _rms_norm_backward = register(
 _rms_norm_weight_grad = register(
     OpSpec(
         "rms_norm_weight_grad",
-        inputs=(Input("grad", min_ndim=1), Input("x"), _RSTD),
+        inputs=(Input("grad", min_ndim=1), Input("x", rows=True), _RSTD),
         output=Output(like="grad", shape=lambda grad, x, rstd: x.shape[-1:]),
         sharding="rows",
         public=False,

@@ -1,0 +1,68 @@
+// SPDX-License-Identifier: Apache-2.0
+// host::RunElementwise: the CPU launcher of elementwise ops (see kernels/elementwise.h).
+//
+//   host::RunElementwise<T>(fn, n, out, x, y, ...);
+//
+// runs out[i] = fn(x[i], y[i], ...) for i in [0, n), in fn's compute type. Every pointer is a
+// T* (DataPtr<T>) of n contiguous elements.
+#ifndef SCALE_LIB_KERNELS_ELEMENTWISE_CPU_H_
+#define SCALE_LIB_KERNELS_ELEMENTWISE_CPU_H_
+
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+#include <utility>
+
+#include "cpu_float.h"
+#include "cpu_parallel.h"
+#include "elementwise.h"
+
+namespace scale_lib {
+namespace host {
+namespace elementwise {
+
+// 16-bit storage is converted to float in chunks of this many elements per input (8 KB of
+// float32 each: the chunk stays in L1 between conversion, math and conversion back).
+constexpr int64_t kChunk = 2048;
+
+// No __restrict__: out may be an input (in-place). float and double: one loop, which the
+// compiler vectorises behind a runtime overlap check. 16-bit types: each input's chunk is
+// converted in bulk, the math runs on float arrays, and the result is converted back in bulk.
+// fn is taken by value: a local copy, which no store through `out` can change, so its members
+// stay in registers across the loop.
+template <typename T, typename Fn, size_t... I, typename... In>
+void Loop(const Fn fn, int64_t n, T* out, std::index_sequence<I...>, const In*... ins) {
+  if constexpr (std::is_same_v<T, Compute<T>>) {
+    for (int64_t i = 0; i < n; ++i) out[i] = fn(ins[i]...);
+  } else {
+    constexpr size_t N = sizeof...(In);
+    Compute<T> buf[N][kChunk];
+    Compute<T> result[kChunk];
+    for (int64_t start = 0; start < n; start += kChunk) {
+      const int64_t len = std::min(kChunk, n - start);
+      (LoadN(ins + start, buf[I], len), ...);
+      for (int64_t i = 0; i < len; ++i) result[i] = fn(buf[I][i]...);
+      StoreN(result, out + start, len);
+    }
+  }
+}
+
+}  // namespace elementwise
+
+// [run_elementwise.begin]
+template <typename T, typename Fn, typename... In>
+void RunElementwise(const Fn& fn, int64_t n, T* out, const In*... ins) {
+  static_assert(sizeof...(In) >= 1 && (std::is_same_v<In, T> && ...),
+                "RunElementwise: every input has the output's storage type");
+  // Ranges of whole 64-element blocks, so each thread's vector loop starts aligned.
+  ParallelFor(n, kMinItemsPerThread, 64, [&](int64_t begin, int64_t end) {
+    elementwise::Loop<T>(fn, end - begin, out + begin, std::index_sequence_for<In...>{},
+                         (ins + begin)...);
+  });
+}
+// [run_elementwise.end]
+
+}  // namespace host
+}  // namespace scale_lib
+
+#endif  // SCALE_LIB_KERNELS_ELEMENTWISE_CPU_H_

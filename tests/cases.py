@@ -1,0 +1,94 @@
+"""One example call per public op, for the suites that run every op (bad input, threads,
+lifetimes, empty arrays, the bare ABI).
+
+Each op declares its case next to its own tests: ``CASE = OpCase(...)`` in ``tests/test_<op>.py``.
+:func:`declared_cases` reads them for every public op of ``scale_lib.ops.OPS``, so adding or
+removing an op needs no edit here, and a public op without a case fails the run loudly.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+import scale_lib
+from scale_lib.ops import OPS
+
+
+def _same(shape: tuple[int, ...]) -> tuple[int, ...]:
+    return shape
+
+
+@dataclass(frozen=True)
+class OpCase:
+    """How to call one op on arrays of one framework.
+
+    Attributes:
+        name: the op (``scale_lib.<name>``).
+        arrays: its array arguments, ``x`` first.
+        call: ``call(*arrays, out=None)`` (no ``out`` when ``has_out`` is false).
+        reference: the float64 NumPy result for NumPy inputs (``reference(*arrays)``).
+        has_out: the op takes ``out=``.
+        optional: array arguments that may be ``None``.
+        shape: the shape of ``x`` in the examples; ``shape_of[name](x_shape)`` the others'.
+        reduction: the result accumulates (looser tolerances).
+        jittable: works under ``jax.jit`` (its output shape does not depend on the data).
+        exports: the exported ABI functions of the op and their argument counts.
+        hostile_abi: bare-ABI calls ``f(lib, x)`` with bad arguments (``x``: 8 float32 ones)
+            that must raise TypeError/ValueError, never crash.
+    """
+
+    name: str
+    arrays: tuple[str, ...]
+    call: Callable[..., Any]
+    reference: Callable[..., Any]
+    has_out: bool = True
+    optional: tuple[str, ...] = ()
+    shape: tuple[int, ...] = (6, 8)
+    shape_of: dict[str, Callable[[tuple[int, ...]], tuple[int, ...]]] = field(default_factory=dict)
+    reduction: bool = False
+    jittable: bool = True
+    exports: dict[str, int] = field(default_factory=dict)
+    hostile_abi: tuple[Callable[[Any, Any], Any], ...] = ()
+
+    def shapes(self, shape: tuple[int, ...] | None = None) -> dict[str, tuple[int, ...]]:
+        """The shape of every array argument when ``x`` has ``shape`` (default: ``self.shape``)."""
+        x_shape = self.shape if shape is None else shape
+        return {name: self.shape_of.get(name, _same)(x_shape) for name in self.arrays}
+
+    def numpy_inputs(self, seed: int, shape: tuple[int, ...] | None = None) -> dict[str, np.ndarray]:
+        """Float64 random data for every array argument."""
+        rng = np.random.default_rng(seed)
+        return {name: rng.standard_normal(s) for name, s in self.shapes(shape).items()}
+
+
+def case_of(name: str) -> OpCase:
+    """The case declared by ``tests/test_<name>.py``; an error naming what is missing otherwise."""
+    try:
+        module = importlib.import_module(f"test_{name}")
+    except ModuleNotFoundError as err:
+        raise LookupError(
+            f"op {name!r} is declared public in scale_lib.ops.OPS but has no tests/test_{name}.py "
+            "declaring its CASE"
+        ) from err
+    case = getattr(module, "CASE", None)
+    if not isinstance(case, OpCase) or case.name != name:
+        raise LookupError(f"tests/test_{name}.py must declare CASE = OpCase({name!r}, ...)")
+    return case
+
+
+def public_op_names() -> list[str]:
+    return [spec.name for spec in OPS if spec.public]
+
+
+def declared_cases() -> list[OpCase]:
+    """The case of every public op, in declaration order."""
+    names = public_op_names()
+    missing = [n for n in names if not callable(getattr(scale_lib, n, None))]
+    if missing:
+        raise LookupError(f"public ops without a function scale_lib.<name>: {missing}")
+    return [case_of(n) for n in names]

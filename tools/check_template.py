@@ -1,0 +1,209 @@
+#!/usr/bin/env python3
+"""The template's own CI (nox -s template): every flow of docs/template.md, as a user runs it.
+
+  1. generate a minimal library and one with --ops rms_norm,flatnonzero; lint, test and build
+     the docs of each, unchanged;
+  2. remove an op from the second (tools/remove_op.py) and check it again;
+  3. generate a library at an older template commit, edit a kernel and a shared file in it,
+     update it to a newer template commit (tools/update_from_template.py): both the template's
+     change and the library's own edits must be there, with no conflict, and its tests pass.
+
+Libraries are built CPU-only and tested with NumPy (the other frameworks are the tests
+sessions' job). Run from the template checkout with a Python that has copier, ruff and
+clang-format at the pinned versions, pre-commit, pip and git: nox -s template does that.
+
+    python tools/check_template.py WORKDIR [--only generate|remove|update]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PY = sys.executable
+CPU_ONLY = "OFF"
+STEPS: list[tuple[str, float]] = []
+GENERATED: set[Path] = set()
+
+
+def run(*cmd: str | Path, cwd: Path = ROOT, env: dict[str, str] | None = None) -> str:
+    print(f"  $ {' '.join(map(str, cmd))}  [in {cwd}]", flush=True)
+    result = subprocess.run(
+        [str(c) for c in cmd],
+        cwd=cwd,
+        env={**os.environ, **(env or {})},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    if result.returncode != 0:
+        print(result.stdout[-6000:])
+        raise SystemExit(f"FAILED (exit {result.returncode}): {' '.join(map(str, cmd))}")
+    return result.stdout
+
+
+def step(title: str):
+    """Prints the step and its duration."""
+
+    class Step:
+        def __enter__(self) -> None:
+            print(f"\n== {title}", flush=True)
+            self.start = time.monotonic()
+
+        def __exit__(self, kind, *rest) -> None:
+            if kind is None:
+                took = time.monotonic() - self.start
+                STEPS.append((title, took))
+                print(f"   ok ({took:.0f} s)", flush=True)
+
+    return Step()
+
+
+def generate(name: str, dest: Path, *extra: str, template: Path = ROOT) -> None:
+    run(PY, template / "tools" / "new_library.py", name, "--dest", dest, "--force", *extra, cwd=template)
+    GENERATED.add(dest)
+    log = run("git", "log", "--oneline", cwd=dest).splitlines()
+    assert len(log) == 1, f"{dest}: expected one initial commit, got {log}"
+    assert (dest / ".copier-answers.yml").is_file(), "no .copier-answers.yml"
+    text = "\n".join(p.read_text() for p in (dest / "README.md", dest / "CHANGELOG.md"))
+    for phrase in ("fork it", "starter repository", "scale_lib", "## 0."):
+        assert phrase not in text, f"{dest}: README/CHANGELOG still say {phrase!r}"
+    assert not (dest / "docs" / "_static" / "perf").exists(), "template results copied"
+    assert not (dest / "tools" / "new_library.py").exists(), "template machinery copied"
+
+
+def check(name: str, dest: Path, *, lint: bool = True, docs: bool = True) -> None:
+    """The library's lint, its CPU-only build and tests, and its docs, as generated."""
+    if lint:
+        run("pre-commit", "run", "--all-files", "--show-diff-on-failure", cwd=dest)
+    env = {f"{name.upper()}_CUDA": CPU_ONLY}
+    run(PY, "-m", "pip", "install", "-q", f"{dest}[test,docs]", cwd=dest, env=env)
+    out = run(PY, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x", cwd=dest)
+    print("   " + out.strip().splitlines()[-1])
+    if " passed" not in out.strip().splitlines()[-1]:
+        raise SystemExit(f"FAILED: no test ran in {dest}")
+    if docs:
+        shutil.rmtree(dest / "docs" / "_build", ignore_errors=True)
+        run(
+            PY, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html", "docs", "docs/_build/html", cwd=dest
+        )
+
+
+def flow_generate(work: Path) -> None:
+    with step("generate a minimal library (scale only)"):
+        generate("my_kernels", work / "my_kernels")
+    with step("  its lint, tests and docs"):
+        check("my_kernels", work / "my_kernels")
+    with step("generate a library with --ops rms_norm,flatnonzero"):
+        generate("my_ops", work / "my_ops", "--ops", "rms_norm,flatnonzero")
+        for op in ("scale", "rms_norm", "flatnonzero"):
+            assert (work / "my_ops" / "tests" / f"test_{op}.py").is_file(), op
+        assert not (work / "my_ops" / "kernels" / "axpby.cu").exists()
+    with step("  its lint, tests and docs"):
+        check("my_ops", work / "my_ops")
+
+
+def flow_remove(work: Path) -> None:
+    dest = work / "my_ops"
+    if dest not in GENERATED:  # run on its own: a fresh library
+        generate("my_ops", dest, "--ops", "rms_norm,flatnonzero")
+    with step("remove flatnonzero from my_ops (tools/remove_op.py)"):
+        run(PY, "tools/remove_op.py", "flatnonzero", cwd=dest)
+        left = [
+            p for p in run("git", "ls-files", cwd=dest).split() if "flatnonzero" in p and (dest / p).exists()
+        ]
+        assert not left, f"files left: {left}"
+        touched = run("git", "status", "--short", cwd=dest)
+        print("   " + touched.strip().replace("\n", "\n   "))
+    with step("  its lint, tests and docs"):
+        check("my_ops", dest)
+
+
+def flow_update(work: Path) -> None:
+    template = work / "template"
+    dest = work / "updated"
+    with step("a template clone; a library generated from its commit"):
+        shutil.rmtree(template, ignore_errors=True)
+        run("git", "clone", "-q", ROOT, template)
+        if run("git", "status", "--porcelain", cwd=ROOT).strip():
+            # Uncommitted template changes belong to the version under test: commit them there.
+            run("bash", "-c", f"git -C {ROOT} diff HEAD --binary | git apply --index", cwd=template)
+            _commit(template, "uncommitted changes of the checkout under test")
+        old = run("git", "rev-parse", "HEAD", cwd=template).strip()
+        generate("my_kernels", dest, "--vcs-ref", old, template=template)
+    with step("the template moves on: a kernel and a shared header change upstream"):
+        _edit(template / "kernels" / "scale_cpu.cc", 0, "// CPU twin of kernels/scale.cu (upstream change).")
+        _edit(
+            template / "include" / "tvm_ffi_utils.h",
+            4,
+            "// kernel author works against lives here (upstream change).",
+        )
+        _commit(template, "upstream change")
+    with step("the library edits a kernel and the shared header, and commits"):
+        _append(dest / "kernels" / "scale.cu", "// library edit: a kernel of our own")
+        _edit(
+            dest / "include" / "tvm_ffi_utils.h",
+            0,
+            "// Shared plumbing for every my_kernels kernel (library edit).",
+        )
+        _commit(dest, "library edits")
+    with step("update the library to the template's newest commit (tools/update_from_template.py)"):
+        run(PY, "tools/update_from_template.py", "HEAD", cwd=dest)
+        touched = run("git", "status", "--short", cwd=dest)
+        print("   " + touched.strip().replace("\n", "\n   "))
+        header = (dest / "include" / "tvm_ffi_utils.h").read_text()
+        assert "(library edit)" in header, header[:600]
+        assert "(upstream change)" in header, header[:600]
+        assert "(upstream change)" in (dest / "kernels" / "scale_cpu.cc").read_text()
+        assert "library edit: a kernel of our own" in (dest / "kernels" / "scale.cu").read_text()
+        grep = subprocess.run(
+            ["git", "grep", "-l", "-e", "^<<<<<<< "], cwd=dest, capture_output=True, text=True
+        )
+        conflicts = grep.stdout.split()
+        assert not list(dest.rglob("*.rej")), "update left rejected hunks"
+        assert not conflicts, f"update left conflicts in {conflicts}"
+        _commit(dest, "update from the template")
+    with step("  the updated library's lint and tests"):
+        check("my_kernels", dest, docs=False)
+
+
+def _edit(path: Path, line: int, text: str) -> None:
+    lines = path.read_text().splitlines()
+    lines[line] = text
+    path.write_text("\n".join(lines) + "\n")
+
+
+def _append(path: Path, text: str) -> None:
+    path.write_text(path.read_text() + text + "\n")
+
+
+def _commit(repo: Path, message: str) -> None:
+    identity = ["-c", "user.name=template check", "-c", "user.email=check@localhost"]
+    run("git", *identity, "add", "-A", cwd=repo)
+    run("git", *identity, "commit", "-q", "--no-verify", "-m", message, cwd=repo)
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("workdir", type=Path)
+    parser.add_argument("--only", choices=["generate", "remove", "update"], action="append")
+    args = parser.parse_args(argv)
+    work: Path = args.workdir.resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    flows = {"generate": flow_generate, "remove": flow_remove, "update": flow_update}
+    for name in args.only or flows:
+        flows[name](work)
+    print("\n== template checks passed")
+    for title, took in STEPS:
+        print(f"   {took:6.0f} s  {title}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""Take a newer template version into this project: python3 tools/update_from_template.py [REF]
+
+Runs `copier update` (https://copier.readthedocs.io) with the answers recorded in
+.copier-answers.yml: copier regenerates the version this project came from and the new one (REF:
+a tag or commit of the template; default its newest), and merges the template's changes into
+your files three ways, keeping your edits. Conflicts are left inline (<<<<<<< markers) for you
+to resolve; nothing is committed. Start from a clean working tree, then review with `git diff`.
+
+    python3 tools/update_from_template.py                 # the template's newest version
+    python3 tools/update_from_template.py v0.3.0          # a given tag or commit
+    python3 tools/update_from_template.py --template ../scale_lib   # the template moved
+
+copier, ruff and clang-format (at the versions .pre-commit-config.yaml pins: the update formats
+what the rename changes exactly as the lint does) come from a private environment,
+.venv-template, made on first use; or from the running Python if it has them all.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+ANSWERS = ".copier-answers.yml"
+COPIER = "copier>=9.4,<10"
+
+
+def pinned(root: Path) -> dict[str, str]:
+    """ruff and clang-format as .pre-commit-config.yaml pins them (name -> version)."""
+    config = (root / ".pre-commit-config.yaml").read_text()
+    return dict(re.findall(r"\b(ruff|clang-format)==([\w.]+)", config))
+
+
+def _has_tools(python: Path, versions: dict[str, str]) -> bool:
+    bin_dir = python.parent
+    try:
+        subprocess.run([str(python), "-c", "import copier"], check=True, capture_output=True)
+        for name, version in versions.items():
+            exe = bin_dir / name if (bin_dir / name).exists() else shutil.which(name)
+            out = subprocess.run([str(exe), "--version"], capture_output=True, text=True, check=True).stdout
+            if version not in out:
+                return False
+    except (subprocess.CalledProcessError, FileNotFoundError, TypeError):
+        return False
+    return True
+
+
+def tool_python(root: Path) -> Path:
+    """A Python with copier and the pinned formatters: this one, or root/.venv-template."""
+    versions = pinned(root)
+    if _has_tools(Path(sys.executable), versions):
+        return Path(sys.executable)
+    env = root / ".venv-template"
+    python = env / "bin" / "python"
+    if not (python.exists() and _has_tools(python, versions)):
+        print(f"creating {env.name} with copier, ruff and clang-format", flush=True)
+        venv.create(env, with_pip=True, clear=True)
+        requirements = [COPIER, *(f"{name}=={version}" for name, version in versions.items())]
+        subprocess.run([str(python), "-m", "pip", "install", "-q", *requirements], check=True)
+    return python
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("ref", nargs="?", help="template tag or commit (default: the newest)")
+    parser.add_argument("--template", help="where the template is now (rewrites _src_path and commits it)")
+    args = parser.parse_args(argv)
+    answers = ROOT / ANSWERS
+    if not answers.is_file():
+        sys.exit(f"error: no {ANSWERS}: this project was not generated from the template")
+    if args.template:
+        text = re.sub(
+            r"^_src_path: .*$", f"_src_path: {args.template}", answers.read_text(), flags=re.MULTILINE
+        )
+        answers.write_text(text)
+        subprocess.run(
+            ["git", "-C", str(ROOT), "commit", "-q", "-m", "Template moved", "--", ANSWERS], check=True
+        )
+    command = [
+        str(tool_python(ROOT)),
+        "-m",
+        "copier",
+        "update",
+        "--trust",
+        "--defaults",
+        "--conflict",
+        "inline",
+    ]
+    if args.ref:
+        command += ["--vcs-ref", args.ref]
+    result = subprocess.run(command, cwd=ROOT)
+    if result.returncode == 0:
+        print("updated: review `git diff`, resolve any <<<<<<< conflicts, run the tests, commit")
+    return result.returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
