@@ -29,7 +29,7 @@ class Op:
         self.workspace_bytes = _exported(spec.workspace) if spec.workspace else None
         self.fn_with_workspace = _exported(f"{spec.name}_with_workspace") if spec.workspace else None
         # fn without its output, returning a new one allocated by the calling framework, where the
-        # library exports one (bindings/functional_binding.cc): the allocating call's fast path.
+        # library exports one (include/functional.h): the allocating call's fast path.
         self.fn_new: Callable[..., Any] | None = getattr(LIB, f"{spec.name}_new", None)
         self.n_inputs = len(spec.inputs)
         self.input_names = tuple(i.name for i in spec.inputs)
