@@ -1,17 +1,26 @@
-"""Host overhead of one call on a tiny array: the bare TVM-FFI call, the public API, the PyTorch
-custom op, a nanobind binding of the same CPU kernel, and the frameworks' own multiply.
+"""Host overhead at decode sizes: every public op against the framework's own equivalent and the
+raw library call, and a decode step (one transformer layer's norms and elementwise work) eager,
+replayed from a CUDA graph and under ``torch.compile(mode="reduce-overhead")``.
 
-    python benchmarks/bench_overhead.py            # builds the nanobind baseline first
-    python benchmarks/bench_overhead.py --quick    # fewer repeats, no nanobind build
+    python benchmarks/bench_overhead.py --out-dir benchmarks/results   # about 3 minutes on a GPU host
+    python benchmarks/bench_overhead.py --quick                        # seconds, CPU: a smoke test
 
-Each number is the median over repeats of (wall time of N back-to-back calls) / N, the
-implementations taking turns. On CUDA the
-calls are launched back to back and synchronised once per repeat, so the time is what the host
-spends per call (the kernels are tiny).
+Writes ``overhead.json``, ``overhead.png`` (with matplotlib) and ``overhead.md``, the report that
+marks each target met or missed (``benchmarks/report.py`` renders the same from the JSON).
+
+Method: for each case the implementations take turns, sample by sample; a sample is the wall time
+of N back-to-back calls divided by N (N chosen so that a sample takes a few milliseconds), with one
+synchronisation at its end for asynchronous frameworks, so the time is what the host spends per
+call when the kernels are tiny. The JSON keeps the median and the minimum over the samples; the
+report uses the median.
+
+The cases come from the library's list of declared ops (``scale_lib.ops.OPS``): a public op with
+no decode-size case or no framework equivalent below stops the benchmark.
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import shutil
@@ -20,18 +29,574 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import common  # noqa: E402
+import report  # noqa: E402
 
 import scale_lib  # noqa: E402
+from scale_lib._spec import OpSpec  # noqa: E402
+from scale_lib.ops import OPS  # noqa: E402
 
-N_ELEMENTS = 16
+# op -> (its decode-size shapes, its scalar attributes in ABI order). 16-element float32 for
+# scale; the other ops at (rows, hidden) in the framework's decode dtype.
+DECODE: dict[str, tuple[list[tuple[int, ...]], tuple[Any, ...]]] = {
+    "scale": ([(16,)], (2.0,)),
+    "axpby": ([(1, 4096)], (0.5, 2.0)),
+    "rms_norm": ([(1, 4096), (8, 4096)], (1e-6,)),
+    "l2_norm": ([(1, 4096)], ()),
+    "flatnonzero": ([(1, 4096)], ()),
+}
+HIDDEN = 4096
+DECODE_BATCHES = (1, 8, 64)
+EPS = 1e-6
+
+Fn = Callable[[], Any]
+# op -> fn(inputs, attrs, out) -> {label: (role, fn)}: the framework's own way to compute the op,
+# allocating ("own") and, where it has one, into an existing array ("own_out").
+Equivalents = dict[str, Callable[[tuple[Any, ...], tuple[Any, ...], Any], dict[str, tuple[str, Fn]]]]
 
 
+@dataclass
+class Kind:
+    """One kind of array: a framework on a device."""
+
+    name: str  # "torch cuda"
+    targets: bool  # whether the overhead targets apply (PyTorch and NumPy) or it is only reported
+    decode_dtype: str  # dtype of the (rows, hidden) cases
+    make: Callable[[tuple[int, ...], str, bool], Any]  # (shape, dtype, sparse) -> random array
+    to_numpy: Callable[[Any], Any]  # a result as a float64 NumPy array, for the equivalence check
+    own: Equivalents
+    sync: Callable[[Any], Any] | None = None  # waits for the work behind a result
+    workspace: Callable[[Any, int], Any] | None = None  # (like, nbytes) -> scratch, if passed in
+    extras: dict[str, Callable[[tuple[Any, ...], Any], dict[str, Fn]]] = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------------------------------------
+# The frameworks
+# ---------------------------------------------------------------------------------------------
+def _numpy_random(shape: tuple[int, ...], dtype: str, sparse: bool) -> Any:
+    import numpy as np
+
+    x = np.random.default_rng(0).standard_normal(shape).astype(dtype)
+    if sparse:  # half the elements zero, for flatnonzero
+        x.reshape(-1)[::2] = 0
+    return x
+
+
+def numpy_kind(nb: Any) -> Kind:
+    import numpy as np
+    import tvm_ffi
+
+    def rms_norm(x: Any, w: Any, eps: float) -> Any:
+        return x / np.sqrt(np.mean(np.square(x), axis=-1, keepdims=True) + eps) * w
+
+    def axpby(inputs: tuple[Any, ...], attrs: tuple[Any, ...], out: Any) -> dict[str, tuple[str, Fn]]:
+        (x, y), (a, b), tmp = inputs, attrs, np.empty_like(out)
+
+        def with_out() -> Any:
+            np.multiply(x, a, out=out)
+            np.multiply(y, b, out=tmp)
+            return np.add(out, tmp, out=out)
+
+        return {"a*x + b*y": ("own", lambda: a * x + b * y), "3 ufuncs with out=": ("own_out", with_out)}
+
+    own: Equivalents = {
+        "scale": lambda i, a, o: {
+            "x * f": ("own", lambda: i[0] * a[0]),
+            "np.multiply(out=)": ("own_out", lambda: np.multiply(i[0], a[0], out=o)),
+        },
+        "axpby": axpby,
+        "rms_norm": lambda i, a, o: {"NumPy expression": ("own", lambda: rms_norm(*i, *a))},
+        "l2_norm": lambda i, a, o: {"np.linalg.norm": ("own", lambda: np.linalg.norm(i[0]))},
+        "flatnonzero": lambda i, a, o: {"np.flatnonzero": ("own", lambda: np.flatnonzero(i[0]))},
+    }
+
+    def scale_extras(inputs: tuple[Any, ...], out: Any) -> dict[str, Fn]:
+        # NumPy has no C-level DLPack exchange API, so TVM-FFI exports each array per call through
+        # ndarray.__dlpack__: the two rows below split the raw call into the call and the export.
+        x, raw = inputs[0], scale_lib.lib.scale
+        xt, ot = tvm_ffi.from_dlpack(x), tvm_ffi.from_dlpack(out)
+        extras: dict[str, Fn] = {
+            "raw, pre-converted": lambda: raw(ot, xt, 2.0),
+            "2x ndarray.__dlpack__()": lambda: (
+                x.__dlpack__(max_version=(1, 1)),
+                out.__dlpack__(max_version=(1, 1)),
+            ),
+        }
+        if nb is not None:
+            extras["nanobind"] = lambda: nb.scale(out, x, 2.0)
+        return extras
+
+    return Kind(
+        name="numpy cpu",
+        targets=True,
+        decode_dtype="float32",  # NumPy's own arithmetic: bfloat16 is an ml_dtypes extension
+        make=_numpy_random,
+        to_numpy=lambda r: np.asarray(
+            r if isinstance(r, np.ndarray | np.generic) else np.from_dlpack(r), np.float64
+        ),
+        own=own,
+        extras={"scale": scale_extras},
+    )
+
+
+def torch_kind(device: str, nb: Any) -> Kind:
+    import numpy as np
+    import torch
+    import torch.nn.functional as F
+
+    def make(shape: tuple[int, ...], dtype: str, sparse: bool) -> Any:
+        t = torch.from_numpy(_numpy_random(shape, "float32", sparse)).to(device, getattr(torch, dtype))
+        return t.contiguous()
+
+    def nonzero(inputs: tuple[Any, ...], attrs: tuple[Any, ...], out: Any) -> dict[str, tuple[str, Fn]]:
+        flat = inputs[0].view(-1)  # flatnonzero's indices are into the flattened array
+        return {"torch.nonzero": ("own", lambda: torch.nonzero(flat))}
+
+    own: Equivalents = {
+        "scale": lambda i, a, o: {
+            "x * f": ("own", lambda: i[0] * a[0]),
+            "torch.mul(out=)": ("own_out", lambda: torch.mul(i[0], a[0], out=o)),
+        },
+        "axpby": lambda i, a, o: {
+            "a*x + b*y": ("own", lambda: a[0] * i[0] + a[1] * i[1]),
+            "torch.mul(out=).add_(alpha=)": (
+                "own_out",
+                lambda: torch.mul(i[0], a[0], out=o).add_(i[1], alpha=a[1]),
+            ),
+        },
+        "rms_norm": lambda i, a, o: {
+            "F.rms_norm": ("own", lambda: F.rms_norm(i[0], (i[0].shape[-1],), i[1], a[0]))
+        },
+        "l2_norm": lambda i, a, o: {
+            "torch.linalg.vector_norm": ("own", lambda: torch.linalg.vector_norm(i[0]))
+        },
+        "flatnonzero": nonzero,
+    }
+
+    def scale_extras(inputs: tuple[Any, ...], out: Any) -> dict[str, Fn]:
+        x = inputs[0]
+        extras: dict[str, Fn] = {
+            # The registered custom op, as torch.compile and autograd call it.
+            "torch.ops.scale_lib.scale_out": lambda: torch.ops.scale_lib.scale_out(out, x, 2.0),
+        }
+        if nb is not None and device == "cpu":
+            extras["nanobind"] = lambda: nb.scale(out, x, 2.0)
+        return extras
+
+    return Kind(
+        name=f"torch {device}",
+        targets=True,
+        decode_dtype="bfloat16",
+        make=make,
+        to_numpy=lambda r: r.detach().to("cpu", torch.float64).numpy().astype(np.float64),
+        own=own,
+        sync=(lambda r: torch.cuda.synchronize()) if device == "cuda" else None,
+        extras={"scale": scale_extras},
+    )
+
+
+def jax_kind() -> Kind:
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    @jax.jit  # a JAX user writes a composite like this one under jit
+    def rms_norm(x: Any, w: Any, eps: float) -> Any:
+        x32 = x.astype(jnp.float32)
+        y = x32 * jax.lax.rsqrt(jnp.mean(jnp.square(x32), axis=-1, keepdims=True) + eps)
+        return (y * w.astype(jnp.float32)).astype(x.dtype)
+
+    own: Equivalents = {
+        "scale": lambda i, a, o: {"x * f": ("own", lambda: i[0] * a[0])},
+        "axpby": lambda i, a, o: {"a*x + b*y": ("own", lambda: a[0] * i[0] + a[1] * i[1])},
+        "rms_norm": lambda i, a, o: {"jit(rms_norm expression)": ("own", lambda: rms_norm(*i, *a))},
+        "l2_norm": lambda i, a, o: {"jnp.linalg.norm": ("own", lambda: jnp.linalg.norm(i[0]))},
+        "flatnonzero": lambda i, a, o: {"jnp.flatnonzero": ("own", lambda: jnp.flatnonzero(i[0]))},
+    }
+    return Kind(
+        name=f"jax {jax.default_backend()}",
+        targets=False,
+        decode_dtype="bfloat16",
+        make=lambda shape, dtype, sparse: jnp.asarray(_numpy_random(shape, "float32", sparse), dtype=dtype),
+        to_numpy=lambda r: np.asarray(jnp.asarray(r, jnp.float32), np.float64),
+        own=own,
+        sync=jax.block_until_ready,
+    )
+
+
+def cupy_kind() -> Kind:
+    import cupy
+    import numpy as np
+
+    def rms_norm(x: Any, w: Any, eps: float) -> Any:
+        return x / cupy.sqrt(cupy.mean(cupy.square(x), axis=-1, keepdims=True) + eps) * w
+
+    own: Equivalents = {
+        "scale": lambda i, a, o: {
+            "x * f": ("own", lambda: i[0] * a[0]),
+            "cupy.multiply(out=)": ("own_out", lambda: cupy.multiply(i[0], a[0], out=o)),
+        },
+        "axpby": lambda i, a, o: {"a*x + b*y": ("own", lambda: a[0] * i[0] + a[1] * i[1])},
+        "rms_norm": lambda i, a, o: {"CuPy expression": ("own", lambda: rms_norm(*i, *a))},
+        "l2_norm": lambda i, a, o: {"cupy.linalg.norm": ("own", lambda: cupy.linalg.norm(i[0]))},
+        "flatnonzero": lambda i, a, o: {"cupy.flatnonzero": ("own", lambda: cupy.flatnonzero(i[0]))},
+    }
+    return Kind(
+        name="cupy cuda",
+        targets=False,
+        decode_dtype="float32",  # CuPy has no bfloat16
+        make=lambda shape, dtype, sparse: cupy.asarray(_numpy_random(shape, dtype, sparse)),
+        to_numpy=lambda r: cupy.asnumpy(r if isinstance(r, cupy.ndarray) else cupy.from_dlpack(r)).astype(
+            np.float64
+        ),
+        own=own,
+        sync=lambda r: cupy.cuda.get_current_stream().synchronize(),
+        workspace=lambda like, nbytes: cupy.empty(nbytes, cupy.uint8),
+    )
+
+
+def kinds(device: str, nb: Any) -> list[Kind]:
+    """The kinds of array to measure, for --device cpu/cuda/all."""
+    found: list[Kind] = []
+    cpu, cuda = device in ("cpu", "all"), device in ("cuda", "all")
+    if cpu:
+        found.append(numpy_kind(nb))
+    try:
+        import torch
+
+        if cpu:
+            found.append(torch_kind("cpu", nb))
+        if cuda and torch.cuda.is_available() and scale_lib.cuda_available():
+            found.append(torch_kind("cuda", nb))
+    except ImportError:
+        print("PyTorch is not installed: no PyTorch cases")
+    try:
+        import jax
+
+        if (jax.default_backend() == "cpu" and cpu) or (jax.default_backend() != "cpu" and cuda):
+            found.append(jax_kind())
+    except ImportError:
+        print("JAX is not installed: no JAX cases")
+    if cuda and scale_lib.cuda_available():
+        try:
+            found.append(cupy_kind())
+        except ImportError:
+            print("CuPy is not installed: no CuPy cases")
+    return found
+
+
+# ---------------------------------------------------------------------------------------------
+# Per-op cases
+# ---------------------------------------------------------------------------------------------
+@dataclass
+class Case:
+    kind: Kind
+    op: str
+    shape: tuple[int, ...]
+    dtype: str
+    impls: dict[
+        str, tuple[str, Fn]
+    ]  # label -> (role, fn); roles: public, public_out, raw, own, own_out, extra
+    outs: dict[str, Any]  # label -> the array it writes, for calls that return nothing
+
+
+def op_cases(kind: Kind) -> list[Case]:
+    """Every public op at its decode sizes."""
+    cases = []
+    for spec in OPS:
+        if not spec.public:
+            continue
+        if spec.name not in DECODE or spec.name not in kind.own:
+            raise SystemExit(
+                f"bench_overhead.py has no decode-size case or {kind.name} equivalent for op "
+                f"{spec.name!r}: add it to DECODE and to the framework's equivalents"
+            )
+        shapes, attrs = DECODE[spec.name]
+        cases += [_case(kind, spec, shape, attrs) for shape in shapes]
+    return cases
+
+
+def _case(kind: Kind, spec: OpSpec, shape: tuple[int, ...], attrs: tuple[Any, ...]) -> Case:
+    """The public call (allocating, and with out= where the op has it), the raw library call with
+    an output given, and the framework's own equivalents."""
+    dtype = "float32" if spec.name == "scale" else kind.decode_dtype
+    sparse = spec.name == "flatnonzero"
+    inputs = tuple(
+        kind.make(shape if i.shape is None else tuple(i.shape(shape)), dtype, sparse) for i in spec.inputs
+    )
+    public = getattr(scale_lib, spec.name)
+    raw = getattr(scale_lib.lib, spec.name)
+    immutable = kind.name.startswith("jax")  # JAX arrays: no out=, no direct library call
+    has_out = "out" in inspect.signature(public).parameters and not immutable
+    out, raw_out, own_out = (public(*inputs, *attrs) for _ in range(3))
+    impls: dict[str, tuple[str, Fn]] = {"scale_lib": ("public", lambda: public(*inputs, *attrs))}
+    outs: dict[str, Any] = {}  # where the calls that return nothing write
+    if has_out:
+        impls["scale_lib out="] = ("public_out", lambda: public(*inputs, *attrs, out=out))
+    if immutable:
+        pass
+    elif spec.output.allocated_by_library:
+        impls["raw"] = ("raw", lambda: raw(*inputs, *attrs))
+    elif spec.workspace and kind.workspace is not None:
+        with_workspace = getattr(scale_lib.lib, f"{spec.name}_with_workspace")
+        nbytes = getattr(scale_lib.lib, spec.workspace)(_numel(shape), max(_numel(raw_out.shape), 1))
+        workspace = kind.workspace(inputs[0], nbytes)
+        impls["raw (out, workspace)"] = ("raw", lambda: with_workspace(raw_out, workspace, *inputs, *attrs))
+        outs["raw (out, workspace)"] = raw_out
+    else:
+        impls["raw (out)"] = ("raw", lambda: raw(raw_out, *inputs, *attrs))
+        outs["raw (out)"] = raw_out
+    impls.update(kind.own[spec.name](inputs, attrs, own_out))
+    extras = kind.extras.get(spec.name)
+    if extras is not None:
+        impls.update({label: ("extra", fn) for label, fn in extras(inputs, public(*inputs, *attrs)).items()})
+    return Case(kind, spec.name, shape, dtype, impls, outs)
+
+
+def check_equivalent(case: Case) -> None:
+    """Every implementation computes the same result: a wrong equivalent would make the comparison
+    meaningless."""
+    import numpy as np
+
+    expected = case.kind.to_numpy(case.impls["scale_lib"][1]()).reshape(-1)
+    tol = 3e-2 if case.dtype in ("bfloat16", "float16") else 1e-5
+    for label, (role, fn) in case.impls.items():
+        if role == "extra":
+            continue
+        result = fn()
+        got = case.kind.to_numpy(case.outs[label] if result is None else result).reshape(-1)
+        if got.shape != expected.shape or not np.allclose(got, expected, rtol=tol, atol=tol):
+            raise AssertionError(f"{case.kind.name} {case.op} {case.shape}: {label!r} differs from scale_lib")
+
+
+def _numel(shape: Any) -> int:
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n
+
+
+# ---------------------------------------------------------------------------------------------
+# Timing
+# ---------------------------------------------------------------------------------------------
+def per_call_us(
+    impls: dict[str, Fn], sample_s: float, repeats: int, sync: Callable[[Any], Any] | None = None
+) -> dict[str, dict[str, float]]:
+    """{impl: {"median_us", "min_us"}} over ``repeats`` samples of (wall time of N calls) / N.
+
+    The implementations take turns sample by sample, so that drift of the machine (clock
+    frequency, a neighbour) is shared by all of them instead of landing on whichever ran during
+    it: the differences between columns are what this benchmark is about. N is the same for all
+    of them, chosen so that a sample of the slowest takes about ``sample_s``.
+    """
+    slowest = 0.0
+    for fn in impls.values():
+        r = fn()
+        if sync:
+            sync(r)
+        t0 = time.perf_counter()
+        for _ in range(20):
+            r = fn()
+        if sync:
+            sync(r)
+        slowest = max(slowest, (time.perf_counter() - t0) / 20)
+    number = max(10, min(2000, int(sample_s / max(slowest, 1e-9))))
+    samples: dict[str, list[float]] = {name: [] for name in impls}
+    for _ in range(repeats):
+        for name, fn in impls.items():
+            t0 = time.perf_counter()
+            for _ in range(number):
+                r = fn()
+            if sync:
+                sync(r)
+            samples[name].append((time.perf_counter() - t0) / number * 1e6)
+    return {name: {"median_us": statistics.median(v), "min_us": min(v)} for name, v in samples.items()}
+
+
+def run_op_cases(kind: Kind, sample_s: float, repeats: int) -> list[dict[str, Any]]:
+    rows = []
+    for case in op_cases(kind):
+        check_equivalent(case)
+        timings = per_call_us(
+            {label: fn for label, (_, fn) in case.impls.items()}, sample_s, repeats, kind.sync
+        )
+        rows.append(
+            {
+                "array": kind.name,
+                "op": case.op,
+                "shape": list(case.shape),
+                "dtype": case.dtype,
+                "targets": kind.targets,
+                "impls": [
+                    {"label": label, "role": role, **timings[label]}
+                    for label, (role, _) in case.impls.items()
+                ],
+            }
+        )
+        best = ", ".join(f"{label} {t['median_us']:.2f}" for label, t in timings.items())
+        print(f"{kind.name:10s} {case.op:12s} {case.shape!s:10s} {best}", flush=True)
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------
+# The decode step
+# ---------------------------------------------------------------------------------------------
+# [decode_step.begin]
+def decode_step_scale_lib(x: Any, w1: Any, w2: Any) -> Any:
+    """A transformer layer's norms and elementwise work, with stand-ins for attention and MLP."""
+    h = scale_lib.rms_norm(x, w1, EPS)
+    attention = scale_lib.scale(h, 0.5)
+    x = scale_lib.axpby(x, attention, 1.0, 1.0)  # residual
+    h = scale_lib.rms_norm(x, w2, EPS)
+    mlp = scale_lib.scale(h, 2.0)
+    return scale_lib.axpby(x, mlp, 1.0, 0.5)  # residual
+
+
+def decode_step_torch(x: Any, w1: Any, w2: Any) -> Any:
+    """The same chain written with PyTorch's own ops."""
+    import torch
+    import torch.nn.functional as F
+
+    h = F.rms_norm(x, (x.shape[-1],), w1, EPS)
+    attention = h * 0.5
+    x = x + attention
+    h = F.rms_norm(x, (x.shape[-1],), w2, EPS)
+    mlp = h * 2.0
+    return torch.add(x, mlp, alpha=0.5)
+
+
+# [decode_step.end]
+STEPS = {"scale_lib": decode_step_scale_lib, "torch": decode_step_torch}
+
+
+def no_graph_break(device: str) -> dict[str, Any]:
+    """torch._dynamo.explain of the scale_lib chain: one graph, no break, every op in it."""
+    import torch
+
+    x, w1, w2 = _decode_inputs(device, 8)
+    torch._dynamo.reset()
+    with torch.no_grad():
+        explained = torch._dynamo.explain(decode_step_scale_lib)(x, w1, w2)
+    ops = [str(op) for graph_ops in explained.ops_per_graph for op in graph_ops]
+    return {
+        "array": f"torch {device}",
+        "graphs": explained.graph_count,
+        "graph_breaks": explained.graph_break_count,
+        "break_reasons": [str(r.reason) for r in explained.break_reasons],
+        "scale_lib_ops_in_graph": sum("scale_lib" in op for op in ops),
+    }
+
+
+def _decode_inputs(device: str, batch: int) -> tuple[Any, Any, Any]:
+    import torch
+
+    g = torch.Generator().manual_seed(batch)
+    x, w1, w2 = (
+        torch.randn(s, generator=g).to(device, torch.bfloat16)
+        for s in ((batch, HIDDEN), (HIDDEN,), (HIDDEN,))
+    )
+    # The norms' weights are a module's parameters; the step runs under torch.no_grad().
+    return x, torch.nn.Parameter(w1), torch.nn.Parameter(w2)
+
+
+def _eager(step: Callable[..., Any], args: tuple[Any, ...]) -> tuple[Fn, Any]:
+    return (lambda: step(*args)), step(*args)
+
+
+def _cuda_graph(step: Callable[..., Any], args: tuple[Any, ...]) -> tuple[Fn, Any]:
+    """``step(*args)`` captured in a CUDA graph: (replay, the captured output, replayed once)."""
+    import torch
+
+    side = torch.cuda.Stream()  # warm up off the default stream, as capture requires
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            step(*args)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = step(*args)
+    graph.replay()
+    torch.cuda.synchronize()
+    return graph.replay, out
+
+
+def _compiled(step: Callable[..., Any], args: tuple[Any, ...]) -> tuple[Fn, Any]:
+    """``step`` under torch.compile(mode="reduce-overhead"), whole (fullgraph) and replayed from
+    a CUDA graph: RuntimeError if inductor fell back to running it without one."""
+    import torch
+
+    torch._dynamo.reset()
+    skips = torch._dynamo.utils.counters["inductor"]["cudagraph_skips"]
+    compiled = torch.compile(step, mode="reduce-overhead", fullgraph=True, dynamic=False)
+
+    def run() -> Any:
+        torch.compiler.cudagraph_mark_step_begin()
+        return compiled(*args)
+
+    for _ in range(3):  # the first calls record, the later ones replay
+        out = run()
+    torch.cuda.synchronize()
+    if torch._dynamo.utils.counters["inductor"]["cudagraph_skips"] != skips:
+        raise RuntimeError("torch.compile ran the step without a CUDA graph (cudagraph skip)")
+    return run, out
+
+
+MODES = {"eager": _eager, "cuda graph": _cuda_graph, "torch.compile reduce-overhead": _compiled}
+
+
+def run_decode(device: str, sample_s: float, repeats: int, quick: bool) -> list[dict[str, Any]]:
+    import torch
+
+    rows = []
+    sync = (lambda r: torch.cuda.synchronize()) if device == "cuda" else None
+    modes = MODES if device == "cuda" else {"eager": _eager}  # graphs are CUDA's
+    for batch in DECODE_BATCHES[:1] if quick else DECODE_BATCHES:
+        args = _decode_inputs(device, batch)
+        expected = decode_step_torch(*args).float()
+        for mode, prepare in modes.items():
+            impls: dict[str, Fn] = {}
+            works: dict[str, bool] = {}  # right result, and captured where the mode captures
+            errors: dict[str, str] = {}
+            for name, step in STEPS.items():
+                try:
+                    impls[name], out = prepare(step, args)
+                    works[name] = _close(out, expected)
+                except Exception as err:  # noqa: BLE001 - recorded: the report marks the mode missed
+                    works[name], errors[name] = False, f"{type(err).__name__}: {err}"[:500]
+            timings = per_call_us(impls, sample_s, repeats, sync) if impls else {}
+            rows.append(
+                {
+                    "array": f"torch {device}",
+                    "mode": mode,
+                    "batch": batch,
+                    "shape": [batch, HIDDEN],
+                    "dtype": "bfloat16",
+                    "works": works,
+                    "errors": errors,
+                    "impls": [{"label": name, **t} for name, t in timings.items()],
+                }
+            )
+            cells = ", ".join(f"{name} {t['median_us']:.2f}" for name, t in timings.items())
+            print(f"decode torch {device} B={batch:<3d} {mode:30s} {cells} {errors or ''}", flush=True)
+    return rows
+
+
+def _close(got: Any, expected: Any) -> bool:
+    import torch
+
+    return bool(torch.allclose(got.float(), expected, rtol=5e-2, atol=5e-2))
+
+
+# ---------------------------------------------------------------------------------------------
+# nanobind baseline (optional)
+# ---------------------------------------------------------------------------------------------
 def build_nanobind(build_dir: Path) -> Any:
     """Build and import the nanobind baseline (benchmarks/nanobind_baseline); None if it can't."""
     try:
@@ -65,107 +630,115 @@ def build_nanobind(build_dir: Path) -> Any:
     return scale_nb
 
 
-def per_call_us(
-    impls: dict[str, Callable[[], Any]], number: int, repeats: int, sync: Callable[[], Any] | None = None
-) -> dict[str, float]:
-    """Median over ``repeats`` samples of (wall time of ``number`` calls) / ``number``, per impl.
-
-    The implementations take turns sample by sample, so that drift of the machine (clock
-    frequency, a neighbour) is shared by all of them instead of landing on whichever ran during
-    it: the differences between columns are what this benchmark is about.
-    """
-    for fn in impls.values():
-        for _ in range(number // 10 + 10):
-            fn()
-    if sync:
-        sync()
-    samples: dict[str, list[float]] = {name: [] for name in impls}
-    for _ in range(repeats):
-        for name, fn in impls.items():
-            t0 = time.perf_counter()
-            for _ in range(number):
-                fn()
-            if sync:
-                sync()
-            samples[name].append((time.perf_counter() - t0) / number * 1e6)
-    return {name: statistics.median(v) for name, v in samples.items()}
-
-
-def cases(nb: Any) -> dict[str, dict[str, Callable[[], Any]]]:
-    """group -> {impl: fn}."""
-    import numpy as np
-    import tvm_ffi
-
-    raw = scale_lib.lib.scale
-    groups: dict[str, dict[str, Callable[[], Any]]] = {}
-    x = np.random.default_rng(0).standard_normal(N_ELEMENTS).astype(np.float32)
-    o = np.empty_like(x)
-    # NumPy has no C-level DLPack exchange API, so TVM-FFI exports each array per call through
-    # ndarray.__dlpack__: "tvm_ffi raw, pre-converted" shows the call without that export.
-    xt, ot = tvm_ffi.from_dlpack(x), tvm_ffi.from_dlpack(o)
-    g = {
-        "tvm_ffi raw": lambda: raw(o, x, 2.0),
-        "tvm_ffi raw, pre-converted": lambda: raw(ot, xt, 2.0),
-        # The export alone, as the raw call does it for its two arrays: with the row above, it
-        # accounts for the raw call's time.
-        "2x ndarray.__dlpack__()": lambda: (
-            x.__dlpack__(max_version=(1, 1)),
-            o.__dlpack__(max_version=(1, 1)),
-        ),
-        "scale_lib.scale": lambda: scale_lib.scale(x, 2.0, out=o),
-        "numpy.multiply(out=)": lambda: np.multiply(x, np.float32(2.0), out=o),
-    }
-    if nb is not None:
-        g["nanobind"] = lambda: nb.scale(o, x, 2.0)
-    groups["numpy cpu"] = g
+def nanobind_or_none(build_dir: Path) -> Any:
     try:
-        import torch
+        return build_nanobind(build_dir)
+    except (subprocess.CalledProcessError, ImportError, OSError) as err:
+        print(f"no nanobind baseline: its build failed ({err})")
+        return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Output
+# ---------------------------------------------------------------------------------------------
+def plot(data: dict[str, Any], out_dir: Path) -> Path | None:
+    """Microseconds per call: one panel per kind of array (each op's implementations side by
+    side), and one for the decode step."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
     except ImportError:
-        return groups
-    for device in ["cpu"] + (["cuda"] if torch.cuda.is_available() and scale_lib.cuda_available() else []):
-        t = torch.randn(N_ELEMENTS, device=device)
-        to = torch.empty_like(t)
-        g = {
-            "tvm_ffi raw": lambda t=t, to=to: raw(to, t, 2.0),
-            "scale_lib.scale": lambda t=t, to=to: scale_lib.scale(t, 2.0, out=to),
-            "torch.ops.scale_lib.scale_out": lambda t=t, to=to: torch.ops.scale_lib.scale_out(to, t, 2.0),
-            "torch.mul(out=)": lambda t=t, to=to: torch.mul(t, 2.0, out=to),
-        }
-        if nb is not None and device == "cpu":
-            g["nanobind"] = lambda t=t, to=to: nb.scale(to, t, 2.0)
-        groups[f"torch {device}"] = g
-    return groups
+        print("matplotlib is not installed: no plot")
+        return None
+    kinds = list(dict.fromkeys(r["array"] for r in data["calls"]))
+    panels = len(kinds) + (1 if data["decode"] else 0)
+    fig, axes = plt.subplots(panels, 1, figsize=(12, 3.2 * panels), squeeze=False)
+    roles = ("public", "public_out", "raw", "own", "own_out")
+    names = {
+        "public": "scale_lib",
+        "public_out": "scale_lib out=",
+        "raw": "raw library call",
+        "own": "framework",
+        "own_out": "framework out=",
+    }
+    for ax, kind in zip(axes[:, 0], kinds, strict=False):
+        rows = [r for r in data["calls"] if r["array"] == kind]
+        for j, role in enumerate(roles):
+            ys = [next((i["median_us"] for i in r["impls"] if i["role"] == role), float("nan")) for r in rows]
+            ax.bar([k + (j - 2) * 0.16 for k in range(len(rows))], ys, width=0.16, label=names[role])
+        ax.set_xticks(range(len(rows)), [f"{r['op']} {tuple(r['shape'])}" for r in rows], fontsize=8)
+        ax.set_ylabel("µs per call (log scale)")
+        ax.set_yscale("log")
+        ax.set_title(kind)
+        ax.legend(fontsize=7, ncol=5)
+        ax.grid(alpha=0.3, axis="y")
+    if data["decode"]:
+        ax = axes[-1, 0]
+        rows = data["decode"]
+        for j, impl in enumerate(STEPS):
+            ys = [next(i["median_us"] for i in r["impls"] if i["label"] == impl) for r in rows]
+            ax.bar([k + (j - 0.5) * 0.35 for k in range(len(rows))], ys, width=0.35, label=impl)
+        ax.set_xticks(
+            range(len(rows)), [f"{r['mode']}\nB={r['batch']} {r['array']}" for r in rows], fontsize=7
+        )
+        ax.set_ylabel("µs per decode step")
+        ax.set_title("decode step: 2 x rms_norm + 2 x scale + 2 x axpby, (B, 4096) bfloat16")
+        ax.legend(fontsize=7)
+        ax.grid(alpha=0.3, axis="y")
+    fig.tight_layout()
+    path = out_dir / "overhead.png"
+    fig.savefig(path, dpi=100)
+    print(f"wrote {path}")
+    return path
 
 
 def main() -> None:
     args = common.parse_args(__doc__)
-    nb = None if args.quick else build_nanobind(Path(os.environ.get("SCALE_NB_BUILD", "/tmp/scale_nb_build")))
-    number, repeats = (2000, 3) if args.quick else (2000, args.repeats or 101)
-    rows = []
-    for group, impls in cases(nb).items():
-        sync = None
-        if group == "torch cuda":
-            import torch
+    nb = (
+        None
+        if args.quick
+        else nanobind_or_none(Path(os.environ.get("SCALE_NB_BUILD", "/tmp/scale_nb_build")))
+    )
+    sample_s, repeats = (0.001, 3) if args.quick else (0.004, args.repeats or 25)
+    started = time.perf_counter()
+    calls = []
+    for kind in kinds(args.device, nb):
+        calls += run_op_cases(kind, sample_s, repeats)
+    decode: list[dict[str, Any]] = []
+    capture: list[dict[str, Any]] = []
+    try:
+        import torch
 
-            sync = torch.cuda.synchronize
-        timings = per_call_us(impls, number, repeats, sync)
-        rows.append({"group": group, "us_per_call": timings})
-    print(f"\nhost overhead, microseconds per call on {N_ELEMENTS}-element float32 arrays (median)")
-    impls = list(dict.fromkeys(i for r in rows for i in r["us_per_call"]))
-    print(f"{'':12s}" + "".join(f"{i:>32s}" for i in impls) + f"{'public - raw':>16s}")
-    for r in rows:
-        t = r["us_per_call"]
-        cells = "".join(f"{t[i]:32.3f}" if i in t else f"{'-':>32s}" for i in impls)
-        print(f"{r['group']:12s}{cells}{t['scale_lib.scale'] - t['tvm_ffi raw']:16.3f}")
+        devices = [d for d in ("cpu", "cuda") if args.device in (d, "all")]
+        for device in devices:
+            if device == "cuda" and not (torch.cuda.is_available() and scale_lib.cuda_available()):
+                continue
+            with torch.no_grad():  # inference
+                capture.append(no_graph_break(device))
+                decode += run_decode(device, sample_s, repeats, args.quick)
+    except ImportError:
+        pass
+    data = {
+        "environment": common.environment(),
+        "method": {
+            "sample_s": sample_s,
+            "repeats": repeats,
+            "seconds": round(time.perf_counter() - started, 1),
+        },
+        "calls": calls,
+        "decode": decode,
+        "capture": capture,
+    }
     args.out_dir.mkdir(parents=True, exist_ok=True)
     path = args.out_dir / "overhead.json"
-    path.write_text(
-        json.dumps(
-            {"environment": common.environment(), "n": N_ELEMENTS, "rows": rows}, indent=1, default=str
-        )
-        + "\n"  # results get committed (docs/_static/perf): end-of-file hook
-    )
+    path.write_text(json.dumps(data, indent=1, default=str) + "\n")  # committed: end-of-file hook
     print(f"\nwrote {path}")
+    plot(data, args.out_dir)
+    text = "\n".join(report.overhead_section(data)) + "\n"
+    (args.out_dir / "overhead.md").write_text(text)
+    print(f"wrote {args.out_dir / 'overhead.md'}\n\n{text}")
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // ABI of rms_norm and its backward pieces. Routing only; the math is in kernels/.
+#include "functional.h"
 #include "rms_norm.h"
 
 namespace scale_lib {
@@ -7,6 +8,11 @@ namespace scale_lib {
 void RmsNorm(ffi::TensorView out, ffi::TensorView x, ffi::Optional<ffi::TensorView> weight,
              double eps) {
   SCALE_LIB_ROUTE_BY_DEVICE(x, RmsNormCPU(out, x, weight, eps), RmsNormCUDA(out, x, weight, eps));
+}
+
+// rms_norm_new(x, weight, eps): the functional form, returning a new output (functional.h).
+ffi::Tensor RmsNormNew(ffi::TensorView x, ffi::Optional<ffi::TensorView> weight, double eps) {
+  return CallNew<&RmsNorm>(x.shape(), x, weight, eps);
 }
 
 void RmsNormRstd(ffi::TensorView rstd, ffi::TensorView x, double eps) {
@@ -28,6 +34,7 @@ void RmsNormWeightGrad(ffi::TensorView grad_weight, ffi::TensorView grad, ffi::T
 }  // namespace scale_lib
 
 SCALE_LIB_EXPORT(rms_norm, scale_lib::RmsNorm, "out", "x, weight, eps", "out=x");
+SCALE_LIB_EXPORT(rms_norm_new, scale_lib::RmsNormNew, "", "x, weight, eps", "");
 SCALE_LIB_EXPORT(rms_norm_rstd, scale_lib::RmsNormRstd, "rstd", "x, eps", "");
 SCALE_LIB_EXPORT(rms_norm_backward, scale_lib::RmsNormBackward, "grad_x", "grad, x, weight, rstd",
                  "grad_x=grad, grad_x=x");

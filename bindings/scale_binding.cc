@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // ABI of scale: scale(out, x, factor). Routing only; the math is in kernels/.
+#include "functional.h"
 #include "scale.h"
 
 namespace scale_lib {
@@ -10,9 +11,15 @@ void Scale(ffi::TensorView out, ffi::TensorView x, double factor) {
 }
 // [binding.end]
 
+// scale_new(x, factor): scale's functional form, returning a new output (functional.h).
+ffi::Tensor ScaleNew(ffi::TensorView x, double factor) {
+  return CallNew<&Scale>(x.shape(), x, factor);
+}
+
 }  // namespace scale_lib
 
 // [export.begin]
 // scale(out, x, factor): writes out, which may be x itself (in-place).
 SCALE_LIB_EXPORT(scale, scale_lib::Scale, "out", "x, factor", "out=x");
 // [export.end]
+SCALE_LIB_EXPORT(scale_new, scale_lib::ScaleNew, "", "x, factor", "");

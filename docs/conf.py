@@ -39,7 +39,8 @@ def _write_performance_tables() -> None:
     generated.mkdir(exist_ok=True)
     perf = DOCS / "_static" / "perf"
     for folder in sorted(perf.iterdir()) if perf.is_dir() else []:
-        (generated / f"performance_{folder.name}.md").write_text(render(folder))
+        images = f"_static/perf/{folder.name}"  # as the performance page finds them
+        (generated / f"performance_{folder.name}.md").write_text(render(folder, images))
 
 
 _write_performance_tables()

@@ -43,6 +43,18 @@ def test_nested_vmap_and_jit(backend: Backend) -> None:
 
 
 @pytest.mark.parametrize("backend", JAX_BACKENDS, indirect=True)
+def test_eager_calls_keep_each_attribute_value(backend: Backend) -> None:
+    # Eager calls reuse compiled programs keyed by the attributes: 0.0 and -0.0 compare equal as
+    # floats, but each must give its own signed zeros, in either order.
+    x = _x(backend, 8)
+    positive = np.abs(np.asarray(x)) + 1
+    x = backend.asarray(positive, "float32")
+    for factor in (0.0, -0.0, 0.0):
+        got = np.asarray(scale_lib.scale(x, factor))
+        assert np.array_equal(np.signbit(got), np.full(8, np.signbit(factor))), (factor, got)
+
+
+@pytest.mark.parametrize("backend", JAX_BACKENDS, indirect=True)
 def test_grad(backend: Backend) -> None:
     x = _x(backend, 10, dtype="float64")
     loss = lambda v: (scale_lib.scale(v, 3.0) ** 2).sum()  # noqa: E731

@@ -23,6 +23,9 @@ class Adapter:
     # Whether CUDA scratch memory must be passed in: the framework publishes no allocator that the
     # library could take it from.
     needs_explicit_workspace = False
+    # Whether the framework publishes its allocator to the library on every call (TVM-FFI does
+    # for PyTorch and Paddle): then the library allocates outputs itself, in the same call.
+    publishes_allocator = False
     # Whether check_out/written do anything: when not, the out= path skips calling them.
     guards_out = False
 

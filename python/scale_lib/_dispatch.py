@@ -14,7 +14,7 @@ from typing import Any
 
 from . import _cupy, _jax, _numpy, _paddle, _torch
 from ._adapter import Adapter
-from ._op import Op
+from ._op import Op, exact_types
 from ._spec import OpSpec
 
 # Adding a framework: a module with an Adapter subclass, and its ADAPTER here.
@@ -59,14 +59,13 @@ class Dispatcher:
     # [op_call.begin]
     def call(self, inputs: tuple[Any, ...], attrs: tuple[Any, ...] = (), out: Any = None) -> Any:
         op = self.op
-        attrs = op.convert_attrs(attrs)
         x = inputs[0]
         adapter = _BY_TYPE.get(type(x)) or adapter_of(x, op.input_names[0])
         if len(inputs) > 1:
             _check_other_inputs(op, inputs)
         out_adapter = adapter
         if out is not None:
-            if op.spec.output.allocated_by_library:
+            if not op.takes_out:
                 raise TypeError(f"{op.name} has no out=: the size of its result depends on the data")
             if type(out) is not type(x):  # same type as x: same framework
                 out_adapter = adapter_of(out, "out")
@@ -74,10 +73,16 @@ class Dispatcher:
                 out_adapter.check_out(out, "out")  # before anything is written
         if adapter.takes_call(op, inputs):
             inputs, out = _native(adapter, op, inputs, out, out_adapter)
-            return adapter.call(op, inputs, attrs, out)
+            return adapter.call(op, inputs, op.convert_attrs(attrs), out)
+        # An eager call: what follows is its host overhead, kept lean. Scalars of exactly the
+        # declared types go to the library as they are (it checks their bounds itself).
+        if not exact_types(attrs, op.attr_types):
+            attrs = op.convert_attrs(attrs)
+        if out is None and op.fn_new is not None and adapter.publishes_allocator:
+            # The library allocates the output with the framework: one call.
+            return _invoke(adapter, x, op.fn_new, inputs, op.input_names, attrs)
         if not op.plain:
             return _call_special(adapter, op, inputs, attrs, out, out_adapter)
-        # The common case, kept lean: it is every eager call's host overhead.
         written = None
         try:
             if out is None:
@@ -121,7 +126,12 @@ def registered_specs() -> tuple[OpSpec, ...]:
 
 def _check_other_inputs(op: Op, inputs: tuple[Any, ...]) -> None:
     """Every input is an array, or None where optional: a TypeError naming it otherwise."""
-    for spec, t in zip(op.spec.inputs[1:], inputs[1:], strict=True):
+    for t in inputs:  # the common case first: arrays of types seen before
+        if type(t) not in _BY_TYPE:
+            break
+    else:
+        return
+    for spec, t in zip(op.spec.inputs, inputs, strict=True):
         if t is None:
             if not spec.optional:
                 raise TypeError(f"{spec.name} must be an array; got None")

@@ -30,6 +30,9 @@ class Op:
         self.fn: Callable[..., Any] = _exported(spec.name)
         self.workspace_bytes = _exported(spec.workspace) if spec.workspace else None
         self.fn_with_workspace = _exported(f"{spec.name}_with_workspace") if spec.workspace else None
+        # fn without its output, returning a new one allocated by the calling framework, where the
+        # library exports one (include/functional.h): the allocating call's fast path.
+        self.fn_new: Callable[..., Any] | None = getattr(LIB, f"{spec.name}_new", None)
         self.n_inputs = len(spec.inputs)
         self.input_names = tuple(i.name for i in spec.inputs)
         self.like_index = self.input_names.index(spec.output.like)
@@ -40,7 +43,8 @@ class Op:
         # Integer results (indices) have no gradient, whatever the inputs need.
         self.output_has_gradient = spec.output.dtype is None or "float" in spec.output.dtype
         self.out_and_input_names = ("out", *self.input_names)
-        self._attr_types = tuple(a.type for a in spec.attrs)
+        self.takes_out = not spec.output.allocated_by_library
+        self.attr_types = tuple(a.type for a in spec.attrs)
         self._minimums = tuple((i, a.minimum) for i, a in enumerate(spec.attrs) if a.minimum is not None)
         self._converters = tuple(_converter(a) for a in spec.attrs)
 
@@ -49,19 +53,14 @@ class Op:
 
     def convert_attrs(self, attrs: tuple[Any, ...]) -> tuple[Any, ...]:
         """The scalar attributes as the ABI takes them; TypeError/ValueError naming a bad one."""
-        # Every eager call runs this: values of exactly the declared types, within bounds, pass
-        # as they are; anything else takes the converters, which also word the errors.
-        types = self._attr_types
-        if len(attrs) == len(types):
-            for i, value in enumerate(attrs):
-                if type(value) is not types[i]:
+        # Values of exactly the declared types, within bounds, pass as they are; anything else
+        # takes the converters, which also word the errors.
+        if exact_types(attrs, self.attr_types):
+            for i, minimum in self._minimums:
+                if not attrs[i] >= minimum:
                     break
             else:
-                for i, minimum in self._minimums:
-                    if not attrs[i] >= minimum:
-                        break
-                else:
-                    return attrs
+                return attrs
         if len(attrs) != len(self._converters):
             raise TypeError(f"{self.name} takes {len(self._converters)} scalar argument(s); got {len(attrs)}")
         return tuple([convert(value) for convert, value in zip(self._converters, attrs, strict=True)])
@@ -152,6 +151,20 @@ def _is_rows(shape: Shape, strides: Shape) -> bool:
 
 def _tuple_text(values: Shape) -> str:
     return str(tuple(values))
+
+
+def exact_types(values: tuple[Any, ...], types: tuple[type, ...]) -> bool:
+    """Whether each value is of exactly its declared type (a bool is not an int here)."""
+    if len(values) != len(types):
+        return False
+    # Every eager call runs this loop: a plain index, as making a zip, map or enumerate object
+    # costs more than the loop itself.
+    i = 0
+    for value in values:
+        if type(value) is not types[i]:
+            return False
+        i += 1  # noqa: SIM113
+    return True
 
 
 def _exported(name: str) -> Callable[..., Any]:

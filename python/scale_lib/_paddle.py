@@ -17,6 +17,7 @@ from ._spec import Shape
 
 class PaddleAdapter(Adapter):
     name = module = "paddle"
+    publishes_allocator = True
     guards_out = True
 
     def array_type(self) -> type | None:

@@ -6,7 +6,7 @@ defines a vjp, an autograd formula.
 Plain eager calls on tensors that need no gradient go straight to the library: the custom-op
 dispatcher costs several microseconds a call, the library call under one. Everything PyTorch
 itself must see takes the custom op: tracing under torch.compile/torch.export, tensor subclasses
-(FakeTensor, FunctionalTensor, Parameter, DTensor, ...), meta tensors, tensors that require
+(FakeTensor, FunctionalTensor, DTensor, ...; not nn.Parameter), meta tensors, tensors that require
 grad, lazily negated views (whose negative bit PyTorch resolves for custom ops) and calls inside
 a forward-mode AD level.
 
@@ -34,6 +34,9 @@ try:
 
     # Module-level aliases keep the per-call check cheap; dynamo still recognises the function.
     _Tensor = torch.Tensor
+    # A module's weights: a plain tensor to the library (no torch function or dispatch of its
+    # own); whether it requires grad decides, as for any tensor.
+    _Parameter = torch.nn.Parameter
     _grad_enabled = torch.is_grad_enabled
     _dynamo_compiling = torch.compiler.is_dynamo_compiling
     _increment_version = torch._C._increment_version
@@ -46,17 +49,6 @@ _SCHEMA_TYPE = {float: "float", int: "int", bool: "bool"}
 # The torch.library.Library fragment must live as long as the process: dropping it deregisters
 # the ops. importlib.reload re-runs this module in the same namespace, so keep what is there.
 _library: Any = globals().get("_library")
-
-
-def _wants_custom_op(t: Any) -> bool:
-    # Every term is evaluated on the common (direct) path, so each must be cheap.
-    return (
-        type(t) is not _Tensor  # FakeTensor, FunctionalTensor, Parameter, DTensor, ...
-        or (t.requires_grad and _grad_enabled())
-        or t.is_meta  # the fake implementation computes meta tensors
-        or _dynamo_compiling()  # torch.compile traces this code: put the op in its graph
-        or t.is_neg()  # a lazily negated view (x.conj().imag): PyTorch resolves it for custom ops
-    )
 
 
 def _check_tensor(t: Any, arg_name: str) -> None:
@@ -93,6 +85,7 @@ def _check_no_tangent(inputs: tuple[Any, ...], names: tuple[str, ...]) -> None:
 class TorchAdapter(Adapter):
     name = module = "torch"
     guards_out = True
+    publishes_allocator = True
 
     def __init__(self) -> None:
         # op name -> (functional custom op, out= custom op or None)
@@ -101,14 +94,26 @@ class TorchAdapter(Adapter):
     def array_type(self) -> type | None:
         return None if torch is None else torch.Tensor
 
+    # [torch_route.begin]
     def takes_call(self, op: Op, inputs: tuple[Any, ...]) -> bool:
+        # Every eager call runs this, so it is a plain loop of cheap checks.
+        if _dynamo_compiling():  # torch.compile traces this code: put the op in its graph
+            return True
         if _forward_ad._current_level >= 0:  # dual tensors exist only inside a level
             return True
-        # A plain loop: any() over a generator costs a few hundred ns on every eager call.
-        for t in inputs:  # noqa: SIM110
-            if isinstance(t, _Tensor) and _wants_custom_op(t):
+        for t in inputs:
+            if type(t) is _Tensor or type(t) is _Parameter:
+                if (
+                    (t.requires_grad and _grad_enabled())  # autograd must see the call
+                    or t.is_meta  # the fake implementation computes meta tensors
+                    or t.is_neg()  # a lazily negated view (x.conj().imag): resolved for custom ops
+                ):
+                    return True
+            elif isinstance(t, _Tensor):  # FakeTensor, FunctionalTensor, DTensor, ...
                 return True
         return False
+
+    # [torch_route.end]
 
     def call(self, op: Op, inputs: tuple[Any, ...], attrs: tuple[Any, ...], out: Any) -> Any:
         if _pending_strategies or op.spec.sharding is None:  # see "DTensor" below
@@ -167,10 +172,10 @@ class TorchAdapter(Adapter):
     def empty(self, like: Any, shape: Shape | None = None, dtype: str | None = None) -> Any:
         if shape is None and dtype is None:
             return torch.empty_like(like, memory_format=torch.contiguous_format)
-        return torch.empty(
+        # new_empty keeps like's device without torch.empty's explicit (and slower) arguments.
+        return like.new_empty(
             like.shape if shape is None else shape,
             dtype=like.dtype if dtype is None else getattr(torch, dtype),
-            device=like.device,
         )
 
     def adopt(self, result: Any) -> Any:
