@@ -354,7 +354,12 @@ inline DLDeviceType CheckSupportedDevice(const ffi::TensorView& t, const char* a
 }
 
 #if defined(SCALE_LIB_WITH_CUDA)
-#define SCALE_LIB_CUDA_OR_THROW(cuda_call, arg_name) cuda_call
+void CheckCudaDriver();  // kernels/cuda_driver.cu: RuntimeError if the driver is too old
+#define SCALE_LIB_CUDA_OR_THROW(cuda_call, arg_name) \
+  do {                                               \
+    ::scale_lib::CheckCudaDriver();                  \
+    cuda_call;                                       \
+  } while (0)
 #else
 #define SCALE_LIB_CUDA_OR_THROW(cuda_call, arg_name) ::scale_lib::ThrowBuiltWithoutCuda(arg_name)
 #endif
