@@ -52,6 +52,10 @@ def fatbins(library: bytes) -> list[bytes]:
     return found
 
 
+def _archs(archs: set[str]) -> str:
+    return " ".join(sorted(archs, key=lambda a: int(re.sub(r"\D", "", a) or 0))) or "none"
+
+
 def check_architectures(library: bytes, archs: str, cuobjdump: str) -> list[str]:
     """Each fatbin holds SASS for every -real architecture and PTX for every -virtual one."""
     want_sass = {a.split("-")[0] for a in archs.split(";") if not a.endswith("-virtual")}
@@ -77,15 +81,12 @@ def check_architectures(library: bytes, archs: str, cuobjdump: str) -> list[str]
             names = sorted(set(re.findall(r"file\s+\d+: (\w+)\.", listing.stdout)))
             if sass != want_sass or ptx != want_ptx:
                 problems.append(
-                    f"fatbin {index} ({', '.join(names)}): SASS for {sorted(sass)}, PTX for "
-                    f"{sorted(ptx)}; expected SASS for {sorted(want_sass)}, PTX for {sorted(want_ptx)}"
+                    f"fatbin {index} ({', '.join(names)}): SASS for {_archs(sass)}, PTX for "
+                    f"{_archs(ptx)}; expected SASS for {_archs(want_sass)}, PTX for {_archs(want_ptx)}"
                 )
             seen_sass |= sass
             seen_ptx |= ptx
-    print(
-        f"  {len(blobs)} fatbins; SASS: sm_{', sm_'.join(sorted(seen_sass, key=int))}; "
-        f"PTX: compute_{', compute_'.join(sorted(seen_ptx, key=int))}"
-    )
+    print(f"  {len(blobs)} fatbins; SASS for {_archs(seen_sass)}; PTX for {_archs(seen_ptx)}")
     return problems
 
 
