@@ -8,6 +8,13 @@
   lint              pre-commit: ruff, ruff-format, clang-format, mypy, file hygiene
   docs              the Sphinx site, warnings as errors (docs/_build/html)
   build             wheel + sdist into dist/, then checks of the wheel's tag and contents
+  build_cuda12      the release wheel: CUDA 12.9 from tools/cuda_toolchain.py, every default
+                    architecture, into dist-cu12/, checked (runtime, SASS + PTX per arch, size)
+  build_cuda12_ci   the same build for a subset of architectures (CI's compile check)
+  build_cuda13      the same with CUDA 13.0 (whole toolchain from PyPI), into dist-cu13/
+  tests_tvm_ffi_lowest / tests_tvm_ffi_highest
+                    a CPU-only build tested (NumPy + PyTorch) against the lowest / highest
+                    supported apache-tvm-ffi
   bench             every benchmark in --quick mode (seconds, CPU)
   # template-only:begin
   template          generate libraries from the template, remove an op, update one; check each
@@ -27,6 +34,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import nox
@@ -62,6 +70,15 @@ FRAMEWORKS = {
     "paddle": [".[test,paddle]"],
 }
 CPU_ONLY = {"SCALE_LIB_CUDA": "OFF"}
+
+# The CUDA toolkit the released wheel is built with (docs/building.md says why 12.9).
+CUDA_RELEASE = "12.9"
+# CI's compile check of the CUDA 12 wheel: the oldest and newest architectures and one between,
+# plus the PTX (see docs/building.md for the build times behind this choice).
+CUDA_CI_ARCHITECTURES = "75-real;90-real;120-real;120-virtual"
+# The ends of the supported apache-tvm-ffi range (pyproject.toml; python/scale_lib/_lib.py).
+TVM_FFI_LOWEST = "0.1.11"
+TVM_FFI_HIGHEST = "0.1.15.post2"
 
 
 def _install_all(session: nox.Session, env: dict[str, str] | None = None) -> None:
@@ -191,3 +208,84 @@ def template(session: nox.Session) -> None:
 
 
 # template-only:end
+
+
+# [build_cuda.begin]
+def _build_cuda_wheel(session: nox.Session, cuda: str, outdir: str, architectures: str | None) -> None:
+    """Fetch the CUDA toolchain, build the wheel with it into outdir, check and smoke-test it."""
+    if "CUDAARCHS" in os.environ:
+        session.error("unset CUDAARCHS: this session chooses the architectures")
+    session.install("build")
+    printed = session.run(
+        "python", "tools/cuda_toolchain.py", cuda, "--dest", str(ROOT / ".cuda" / cuda), silent=True
+    )
+    toolchain = dict(
+        line.split("=", 1)
+        for line in str(printed).splitlines()
+        if line.startswith(("CUDACXX=", "CUDAToolkit_ROOT=", "CUOBJDUMP="))
+    )
+    dist = ROOT / outdir
+    shutil.rmtree(dist, ignore_errors=True)
+    define = [f"-Ccmake.define.CMAKE_CUDA_ARCHITECTURES={architectures}"] if architectures else []
+    env = {
+        "CUDACXX": toolchain["CUDACXX"],
+        "CUDAToolkit_ROOT": toolchain["CUDAToolkit_ROOT"],
+        "SCALE_LIB_CUDA": "ON",
+        "SKBUILD_BUILD_DIR": f"build/{outdir}",
+    }
+    start = time.monotonic()
+    session.run("python", "-m", "build", "--wheel", "--outdir", str(dist), *define, env=env)
+    session.log(f"built in {time.monotonic() - start:.0f} s")
+    wheels = [str(w) for w in dist.glob("*.whl")]
+    session.run(
+        "python", "tools/check_wheel.py", "--cuda", cuda, "--archs", architectures or "default",
+        "--cuobjdump", toolchain["CUOBJDUMP"], *wheels,
+    )  # fmt: skip
+    # Installed, it imports, reports its CUDA runtime and runs on the CPU (no GPU needed).
+    session.install(*wheels, "numpy")
+    session.run("python", "-m", "scale_lib")
+
+
+@nox.session(python=PYTHON)
+def build_cuda12(session: nox.Session) -> None:
+    """The release wheel: CUDA 12.9, every default architecture, into dist-cu12/."""
+    _build_cuda_wheel(session, CUDA_RELEASE, "dist-cu12", None)
+
+
+@nox.session(python=PYTHON)
+def build_cuda12_ci(session: nox.Session) -> None:
+    """The CUDA 12.9 wheel for CI's compile check: a subset of architectures, same checks."""
+    _build_cuda_wheel(session, CUDA_RELEASE, "dist-cu12-ci", CUDA_CI_ARCHITECTURES)
+
+
+@nox.session(python=PYTHON)
+def build_cuda13(session: nox.Session) -> None:
+    """The CUDA 13.0 wheel, every default architecture, into dist-cu13/."""
+    _build_cuda_wheel(session, "13.0", "dist-cu13", None)
+
+
+# [build_cuda.end]
+
+
+def _tests_tvm_ffi(session: nox.Session, version: str) -> None:
+    # Built as a release wheel is (build isolation: the newest apache-tvm-ffi in the build
+    # range), then run against the runtime under test.
+    session.install(TORCH)
+    session.install(".[test]", env=CPU_ONLY)
+    session.install(f"apache-tvm-ffi=={version}")
+    session.run(
+        "python", "-c", f"import tvm_ffi; assert tvm_ffi.__version__ == {version!r}, tvm_ffi.__version__"
+    )
+    session.run("pytest", *(session.posargs or ["-q"]))
+
+
+@nox.session(python=PYTHON)
+def tests_tvm_ffi_lowest(session: nox.Session) -> None:
+    """The suite (NumPy + PyTorch, CPU-only build) against the lowest supported apache-tvm-ffi."""
+    _tests_tvm_ffi(session, TVM_FFI_LOWEST)
+
+
+@nox.session(python=PYTHON)
+def tests_tvm_ffi_highest(session: nox.Session) -> None:
+    """The suite (NumPy + PyTorch, CPU-only build) against the highest supported apache-tvm-ffi."""
+    _tests_tvm_ffi(session, TVM_FFI_HIGHEST)

@@ -231,7 +231,12 @@ using detail::StridesString;
 // Device routing and export (bindings/)
 // ---------------------------------------------------------------------------------------------
 #if defined(SCALE_LIB_WITH_CUDA)
-#define SCALE_LIB_CUDA_OR_THROW(cuda_call, arg_name) cuda_call
+void CheckCudaDriver();  // kernels/cuda_driver.cu: RuntimeError if the driver is too old
+#define SCALE_LIB_CUDA_OR_THROW(cuda_call, arg_name) \
+  do {                                               \
+    ::scale_lib::CheckCudaDriver();                  \
+    cuda_call;                                       \
+  } while (0)
 #else
 #define SCALE_LIB_CUDA_OR_THROW(cuda_call, arg_name) \
   ::scale_lib::detail::ThrowBuiltWithoutCuda(arg_name)

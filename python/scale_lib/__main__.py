@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
+
+import tvm_ffi
 
 import scale_lib
 
@@ -70,10 +73,44 @@ def _as_list(a: Any) -> list[float]:
     return [float(v) for v in a.numpy().tolist()]
 
 
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split("."))
+
+
+def _driver_lines(info: dict[str, Any]) -> list[str]:
+    """The CUDA runtime built in, the installed driver, and whether they go together."""
+    runtime, minimum, driver = (
+        info["cuda_runtime_version"],
+        info["cuda_driver_minimum"],
+        info["cuda_driver_version"],
+    )
+    lines = [f"  CUDA runtime {runtime} (linked in); needs a driver for CUDA {minimum} or newer"]
+    if not driver:
+        return [*lines, "  NVIDIA driver: none found: CUDA arrays cannot be used"]
+    module = Path("/proc/driver/nvidia/version")
+    release = module.read_text().split("Module", 1)[-1].split()[0] if module.exists() else ""
+    found = f"  NVIDIA driver{f' {release}' if release else ''}: supports CUDA {driver}: "
+    if _version(driver) >= _version(runtime):
+        return [*lines, found + "matches (the runtime's version or newer)"]
+    if _version(driver) >= _version(minimum):
+        return [
+            *lines,
+            found + f"compatible (CUDA {minimum}+ minor-version compatibility: the built-in machine "
+            f"code runs; PTX for GPUs newer than the build needs a driver for CUDA {runtime})",
+        ]
+    return [*lines, found + "TOO OLD: CUDA calls raise RuntimeError; update the driver"]
+
+
 def main() -> int:
     info = scale_lib.build_info()
     cuda = f"CUDA {info['cuda_version']} ({info['cuda_architectures']})" if info["cuda"] else "CPU only"
     print(f"scale_lib {scale_lib.__version__}: {cuda}")
+    if info["cuda"]:
+        print("\n".join(_driver_lines(info)))
+    print(
+        f"  TVM-FFI: compiled against {info['tvm_ffi_compiled']}, loaded {info['tvm_ffi_runtime']} "
+        f"(apache-tvm-ffi {tvm_ffi.__version__})"
+    )
     print(f"scale_lib.scale(x, {FACTOR}) with x = [0, 1, 2, 3]:")
     failures = 0
     for framework, device, make in _cases():
@@ -82,11 +119,15 @@ def main() -> int:
             continue
         x, expected = make()
         fn = scale_lib.scale
-        if framework == "jax.jit":
-            fn = _try_import("jax").jit(lambda v: scale_lib.scale(v, FACTOR))
-            y = fn(x)
-        else:
-            y = fn(x, FACTOR)
+        try:
+            if framework == "jax.jit":
+                y = _try_import("jax").jit(lambda v: scale_lib.scale(v, FACTOR))(x)
+            else:
+                y = fn(x, FACTOR)
+        except RuntimeError as error:  # e.g. a driver older than the build needs
+            failures += 1
+            print(f"  {framework:8s} {device:5s} -> RuntimeError: {error}")
+            continue
         ok = _as_list(y) == _as_list(expected)
         failures += not ok
         print(
