@@ -68,6 +68,7 @@ class TorchAdapter(Adapter):
         x = inputs[0]
         if x.device.type not in ("cpu", "cuda", "meta"):
             raise ValueError(f"x is on unsupported device {x.device}; scale_lib supports cpu and cuda")
+        op.check_device(x.device.type)
         functional, out_variant = self._custom_ops[op.name]
         if out is None:
             return functional(*inputs, *attrs)
@@ -119,6 +120,7 @@ def _new_output(op: Op, inputs: tuple[Any, ...]) -> Any:
 def _check_fake(op: Op, inputs: tuple[Any, ...], out: Any = None) -> None:
     """What the library checks, for fake tensors that never reach it."""
     op.check_abstract(inputs)
+    op.check_device(inputs[0].device.type)
     named = [(n, t) for n, t in zip(op.input_names, inputs, strict=True) if t is not None]
     if out is not None:
         named.append(("out", out))
@@ -136,6 +138,7 @@ def _define(op: Op) -> None:
         + [f"{_SCHEMA_TYPE[a.type]} {a.name}" for a in spec.attrs]
     )
     qualname = f"{NAMESPACE}::{op.name}"
+    devices = tuple(spec.devices)  # kernels only where the op has them (a CUDA-only op: "cuda")
     _library.define(f"{op.name}({args}) -> Tensor")
 
     if spec.output.allocated_by_library:
@@ -174,10 +177,10 @@ def _define(op: Op) -> None:
                     f"{tuple(out.shape)} and {out.dtype}"
                 )
 
-        torch.library.impl(f"{qualname}_out", ("cpu", "cuda"), out_variant, lib=_library)
+        torch.library.impl(f"{qualname}_out", devices, out_variant, lib=_library)
         torch.library.register_fake(f"{qualname}_out", fake_out, lib=_library)
 
-    torch.library.impl(qualname, ("cpu", "cuda"), functional, lib=_library)
+    torch.library.impl(qualname, devices, functional, lib=_library)
     torch.library.register_fake(qualname, fake, lib=_library)
     if spec.vjp is not None:
         setup_context, backward = _autograd(op, spec.vjp)
