@@ -177,9 +177,9 @@ struct {s.camel}Fn {{
     return f"""// SPDX-License-Identifier: Apache-2.0
 // {s.op}: {s.formula} (scaffolded by tools/new_op.py: describe what {s.op} computes).
 //
-// The one header shared by the {"CUDA kernel" if s.cuda_only else "CPU twin, the CUDA kernel"} and the binding: {
-        "the math, " if fn else ""
-    }the argument checks
+// The one header shared by the {
+        "CUDA kernel" if s.cuda_only else "CPU twin, the CUDA kernel"
+    } and the binding: {"the math, " if fn else ""}the argument checks
 // both implementations run first, and their declarations.
 #ifndef {guard}
 #define {guard}
@@ -189,7 +189,9 @@ struct {s.camel}Fn {{
 
 namespace {s.lib} {{
 
-{fn}{"" if not fn else chr(10)}// Step 1 of every {s.op} implementation: TODO(author): the checks of {s.op}'s arguments.
+{fn}{"" if not fn else chr(10)}// Step 1 of every {s.op} implementation: TODO(author): the checks of {
+        s.op
+    }'s arguments.
 inline void Check{s.camel}Args({tensor_refs}) {{
 {chr(10).join(checks)}
 }}
@@ -313,8 +315,12 @@ def cpu_source(s: Spec) -> str:
             f"    const C {a.name}_c = static_cast<C>({a.name});\n" for a in s.attrs if a.type != "bool"
         )
         renamed = Spec(
-            s.op, s.lib, s.inputs, tuple(Attr(a.name if a.type == "bool" else f"{a.name}_c", a.type) for a in s.attrs),
-            s.kind, s.cuda_only,
+            s.op,
+            s.lib,
+            s.inputs,
+            tuple(Attr(a.name if a.type == "bool" else f"{a.name}_c", a.type) for a in s.attrs),
+            s.kind,
+            s.cuda_only,
         )
         return f"""// SPDX-License-Identifier: Apache-2.0
 // CPU twin of kernels/{s.op}.cu: a loop of its own.
@@ -378,6 +384,11 @@ def binding(s: Spec) -> str:
     else:
         route = f"{s.macro}_ROUTE_BY_DEVICE({x}, {s.camel}CPU({args}), {s.camel}CUDA({args}));"
     in_place = ", ".join(f"out={n}" for n in s.inputs)
+    params = s.cpp_params()
+    if s.cuda_only:  # a CPU-only build compiles no CUDA call: only the routed tensor is used there
+        params = ", ".join(
+            p if p == f"ffi::TensorView {x}" else f"[[maybe_unused]] {p}" for p in params.split(", ")
+        )
     inputs = ", ".join(s.abi_names[1:])
     return f"""// SPDX-License-Identifier: Apache-2.0
 // ABI of {s.op}: {s.op}({args}). Routing only; the math is in kernels/.
@@ -385,7 +396,7 @@ def binding(s: Spec) -> str:
 
 namespace {s.lib} {{
 
-void {s.camel}({s.cpp_params()}) {{
+void {s.camel}({params}) {{
   {route}
 }}
 
@@ -408,17 +419,23 @@ def ops_section(s: Spec) -> str:
     lines = [f'        "{s.op}",', f"        inputs=({inputs},),"]
     if s.attrs:
         lines.append(f"        attrs=({attrs},),")
+    if first != "x":  # the output is like the first input (Output's default names x)
+        lines.append(f'        output=Output(like="{first}"),')
     lines.append(f"        vjp=_{s.op}_vjp,")
     if s.cuda_only:
         lines.append('        devices=("cuda",),')
-    lines.append(f'        sharding={"None" if s.kind == "custom" else repr(s.kind)},')
+    lines.append(f"        sharding={'None' if s.kind == 'custom' else repr(s.kind)},")
     params = ", ".join(
-        [f"{n}: ArrayT" for n in s.inputs] + [f"{a.name}: {a.type}" for a in s.attrs] + ["*", "out: ArrayT | None = None"]
+        [f"{n}: ArrayT" for n in s.inputs]
+        + [f"{a.name}: {a.type}" for a in s.attrs]
+        + ["*", "out: ArrayT | None = None"]
     )
-    vjp_params = ", ".join(["grad: Any", "out: Any", *(f"{n}: Any" for n in s.inputs), *(f"{a.name}: {a.type}" for a in s.attrs)])
+    vjp_params = ", ".join(
+        ["grad: Any", "out: Any", *(f"{n}: Any" for n in s.inputs), *(f"{a.name}: {a.type}" for a in s.attrs)]
+    )
     n = len(s.inputs)
     if s.kind == "rows":
-        vjp = f"""    # v = {s.py_value()}; out = a * v * r with r = 1 / sqrt(mean(v**2) + 1) and a the attributes:
+        vjp = f"""    # v = {s.py_value()}; out = a * v * r, r = 1 / sqrt(mean(v**2) + 1), a: the attributes.
     # dout/dv = a * (r * grad - r**3 * v * mean(grad * v)), the same for every input.
     xp = array_namespace({first})
     v = {s.py_value()}
@@ -433,14 +450,17 @@ def ops_section(s: Spec) -> str:
     return {"(g,)" if n == 1 else "(" + ", ".join(["g"] * n) + ")"}
 """
     described = "".join(
-        f"        {n}: A contiguous float16, bfloat16, float32 or float64 array{'' if i == 0 else f' like ``{first}``'}"
+        f"        {n}: A contiguous float16, bfloat16, float32 or float64 array"
+        + ("" if i == 0 else f" like ``{first}``")
         + (" of 1 or more dimensions" if s.kind == "rows" and i == 0 else "")
         + ".\n"
         for i, n in enumerate(s.inputs)
     ) + "".join(f"        {a.name}: A Python {a.type}.\n" for a in s.attrs)
-    device = "a CUDA GPU (a CPU array is a ValueError)" if s.cuda_only else "the CPU or a CUDA GPU"
+    device = "CUDA GPUs only (a CPU array is a ValueError)" if s.cuda_only else "the CPU and CUDA GPUs"
+    may_be = " or ".join(f"``{n}``" for n in s.inputs)
     return f'''# ===== op: {s.op} =====
-# Scaffolded by tools/new_op.py ({s.kind}{", CUDA only" if s.cuda_only else ""}): edit the vjp and the docstring with the kernels.
+# Scaffolded by tools/new_op.py ({s.kind}{", CUDA only" if s.cuda_only else ""}): edit the vjp and the
+# docstring with the kernels.
 def _{s.op}_vjp({vjp_params}) -> tuple[Any, ...]:
 {vjp}
 
@@ -452,10 +472,13 @@ _{s.op} = register(
 
 
 def {s.op}({params}) -> ArrayT:
-    """``{s.formula}`` (scaffolded: describe what {s.op} computes), on {device}.
+    """``{s.formula}``.
+
+    Scaffolded by tools/new_op.py: describe what {s.op} computes.
+    Runs on {device}.
 
     Args:
-{described}        out: Optional array to write into, like ``{first}`` (may be {" or ".join(f"``{n}``" for n in s.inputs)}; not for JAX).
+{described}        out: Optional array to write into, like ``{first}`` (may be {may_be}; not for JAX).
 
     Returns:
         ``out``, or a new array like ``{first}``. Differentiable (PyTorch, JAX, Paddle).
@@ -483,27 +506,22 @@ def add_to_ops(path: Path, s: Spec) -> None:
     if s.kind == "rows" and "def _keep_last(" not in text:
         section = section.replace(f"def _{s.op}_vjp(", KEEP_LAST + f"def _{s.op}_vjp(", 1)
     text = text.replace(end, section + end, 1)
-    imports = {"Any": r"^from typing import (.+)$", "array_namespace": r"^from \._namespace import (.+)$"}
-    needed = {"Any"} | ({"array_namespace"} if s.kind == "rows" else set())
-    for name in needed:
-        m = re.search(imports[name], text, re.MULTILINE)
-        if name == "array_namespace" and m is None:
-            text = text.replace("from ._dispatch import", "from ._namespace import array_namespace\nfrom ._dispatch import", 1)
-            text = re.sub(
-                r"^(from \._dispatch import .+\n)(from \._namespace import array_namespace\n)",
-                r"\2\1",
-                text,
-                flags=re.MULTILINE,
-            )
-            # sort the relative imports: _dispatch, _namespace, _spec
-            text = text.replace(
-                "from ._namespace import array_namespace\nfrom ._dispatch import register, registered_specs\n",
-                "from ._dispatch import register, registered_specs\nfrom ._namespace import array_namespace\n",
-            )
-        elif m is not None:
-            names = sorted({*(n.strip() for n in m.group(1).split(",")), name})
-            text = text.replace(m.group(0), m.group(0).split(" import ")[0] + " import " + ", ".join(names))
+    text = _import(text, "typing", "Any")
+    if s.inputs[0] != "x":
+        text = _import(text, "._spec", "Output")
+    if s.kind == "rows":
+        text = _import(text, "._namespace", "array_namespace")
     path.write_text(text)
+
+
+def _import(text: str, module: str, name: str) -> str:
+    """``text`` (ops.py) importing ``name`` from ``module``: added to its import line, or a new
+    line before ``from ._spec import``."""
+    m = re.search(rf"^from {re.escape(module)} import (.+)$", text, re.MULTILINE)
+    if m is None:
+        return text.replace("from ._spec import", f"from {module} import {name}\nfrom ._spec import", 1)
+    names = sorted({*(n.strip() for n in m.group(1).split(",")), name})
+    return text.replace(m.group(0), f"from {module} import {', '.join(names)}", 1)
 
 
 def add_to_init(init: Path, op: str) -> None:
@@ -514,7 +532,9 @@ def add_to_init(init: Path, op: str) -> None:
     text = text.replace(imports.group(0), f"from .ops import {', '.join(names)}")
     listing = re.search(r"__all__ = \[(.*?)\]", text, re.DOTALL)
     assert listing is not None, f"{init}: no __all__"
-    exported = sorted({*re.findall(r'"([^"]+)"', listing.group(1)), op}, key=lambda n: (not n.startswith("__"), n))
+    exported = sorted(
+        {*re.findall(r'"([^"]+)"', listing.group(1)), op}, key=lambda n: (not n.startswith("__"), n)
+    )
     body = "".join(f'    "{name}",\n' for name in exported)
     init.write_text(text.replace(listing.group(0), f"__all__ = [\n{body}]"))
 
@@ -528,8 +548,13 @@ def add_readme_row(readme: Path, s: Spec) -> None:
     if not table_rows:
         return
     signature = ", ".join([*s.inputs, *(a.name for a in s.attrs), "*", "out=None"])
-    pattern = {"elementwise": "an elementwise op", "rows": "a row-wise op", "custom": "an op with kernels of its own"}
-    row = f"| `{s.op}({signature})` | `{s.formula}` | {pattern[s.kind]}{' (CUDA only)' if s.cuda_only else ''} (scaffolded) |\n"
+    pattern = {
+        "elementwise": "an elementwise op",
+        "rows": "a row-wise op",
+        "custom": "an op with kernels of its own",
+    }
+    where = " (CUDA only)" if s.cuda_only else ""
+    row = f"| `{s.op}({signature})` | `{s.formula}` | {pattern[s.kind]}{where} (scaffolded) |\n"
     at = table_rows[-1].end()
     readme.write_text(head + sep + rest[:at] + row + rest[at:])
 
@@ -559,12 +584,15 @@ def test_file(s: Spec) -> str:
     first, n = s.inputs[0], len(s.inputs)
     attr_consts = "".join(f"{a.name.upper()} = {a.example}\n" for a in s.attrs)
     attr_args = "".join(f", {a.name.upper()}" for a in s.attrs)
-    ref_params = ", ".join([*(f"{x}: np.ndarray" for x in s.inputs), *(f"{a.name}: {a.type}" for a in s.attrs)])
+    ref_params = ", ".join(
+        [*(f"{x}: np.ndarray" for x in s.inputs), *(f"{a.name}: {a.type}" for a in s.attrs)]
+    )
     value = s.py_value()
     if s.kind == "rows":
         body = (
             f"    v = {value}\n"
-            f"    return {s.py_scaled('v')} / np.sqrt(np.mean(v * v, axis=-1, keepdims=True) + 1)\n"
+            "    mean_square = np.sum(v * v, axis=-1, keepdims=True) / max(v.shape[-1], 1)\n"
+            f"    return {s.py_scaled('v')} / np.sqrt(mean_square + 1)\n"
         )
         shapes = "[(1,), (7,), (3, 5), (0, 4), (4, 0), (2, 3, 257), (3, 4097), (1000, 16)]"
     else:
@@ -573,19 +601,25 @@ def test_file(s: Spec) -> str:
     inputs_tuple = ", ".join(f'"{x}"' for x in s.inputs) + ("," if n == 1 else "")
     lam = ", ".join(s.inputs)
     make_inputs = "".join(
-        f"    {x} = backend.asarray(random_data(shape, seed={i + 1} + sum(shape)), dtype)\n" for i, x in enumerate(s.inputs)
+        f"    {x} = backend.asarray(random_data(shape, seed={i + 1} + sum(shape)), dtype)\n"
+        for i, x in enumerate(s.inputs)
     )
     as64 = ", ".join(f"backend.to_numpy({x})" for x in s.inputs)
     names64 = ", ".join(f"{x}64" for x in s.inputs)
-    unchanged = "".join(f"    np.testing.assert_array_equal(backend.to_numpy({x}), {x}64)\n" for x in s.inputs)
+    unchanged = "".join(
+        f"    np.testing.assert_array_equal(backend.to_numpy({x}), {x}64)\n" for x in s.inputs
+    )
     min_dims = 1 if s.kind == "rows" else 0
     cpu_only_tests = ""
     if s.cuda_only:
-        cpu_only_tests = f'''
+        cpu_only_tests = f"""
 
 # A CUDA-only op: every framework gets the library's ValueError for a CPU array, eagerly, under
 # jax.jit and through autograd. These run without a GPU.
-@pytest.mark.parametrize("backend", backend_params([b for b in ALL_BACKENDS if b.device == "cpu"]), indirect=True)
+CPU_BACKENDS = [b for b in ALL_BACKENDS if b.device == "cpu"]
+
+
+@pytest.mark.parametrize("backend", backend_params(CPU_BACKENDS), indirect=True)
 def test_{s.op}_refuses_cpu_arrays(backend: Backend) -> None:
     arrays = [backend.asarray(np.ones((2, 3)), "float32") for _ in range({n})]
     with pytest.raises(ValueError, match="only a CUDA implementation"):
@@ -594,7 +628,7 @@ def test_{s.op}_refuses_cpu_arrays(backend: Backend) -> None:
         arrays[0].requires_grad_()
         with pytest.raises(ValueError, match="only a CUDA implementation"):
             {s.lib}.{s.op}(*arrays{attr_args})
-'''
+"""
     return f'''"""{s.op}: a framework x device x dtype x shape matrix against a float64 reference, gradients
 and a property test (scaffolded by tools/new_op.py)."""
 
@@ -637,6 +671,7 @@ DEVICES = next(spec for spec in OPS if spec.name == "{s.op}").devices
 BACKENDS = tuple(b for b in ALL_BACKENDS if b.device in DEVICES)
 SHAPES = {shapes}
 NAN = float("nan")
+DIFFERENTIABLE = [b for b in BACKENDS if b.framework in ("torch", "jax", "paddle")]
 
 # The example call the cross-cutting suites (bad input, threads, lifetimes, the ABI) make.
 CASE = OpCase(
@@ -680,9 +715,7 @@ def test_{s.op}_rejects_bad_input(backend: Backend) -> None:
         {s.lib}.{s.op}([1.0, 2.0], *good[1:]{attr_args})
 
 
-@pytest.mark.parametrize(
-    "backend", backend_params([b for b in BACKENDS if b.framework in ("torch", "jax", "paddle")]), indirect=True
-)
+@pytest.mark.parametrize("backend", backend_params(DIFFERENTIABLE), indirect=True)
 def test_{s.op}_gradients(backend: Backend) -> None:
     """The op's vjp against central differences of the float64 reference."""
     shape = (3, 4)
@@ -706,7 +739,7 @@ def test_{s.op}_gradients(backend: Backend) -> None:
         {s.lib}.{s.op}(*arrays{attr_args}).backward(grad_in)
         grads = [a.grad for a in arrays]
     h = 1e-6
-    for i, (d, g) in enumerate(zip(data, grads, strict=True)):
+    for i, g in enumerate(grads):
         expected = np.empty(shape)
         for j in np.ndindex(*shape):
             up, down = [a.copy() for a in data], [a.copy() for a in data]
@@ -714,7 +747,7 @@ def test_{s.op}_gradients(backend: Backend) -> None:
             down[i][j] -= h
             change = reference(*up{attr_args}) - reference(*down{attr_args})
             expected[j] = np.sum(change * weights) / (2 * h)
-        np.testing.assert_allclose(backend.to_numpy(g), expected, rtol=1e-5, atol=1e-7, err_msg=f"input {{i}}")
+        np.testing.assert_allclose(backend.to_numpy(g), expected, rtol=1e-5, atol=1e-7, err_msg=f"{{i}}")
 {cpu_only_tests}
 
 # -- properties (Hypothesis; shared machinery in properties.py) ------------------------------
@@ -757,8 +790,12 @@ def parse(argv: list[str]) -> tuple[Spec, bool]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("name", help="the op's name, a lowercase identifier such as fused_add")
     parser.add_argument("--inputs", default="x", help="its array arguments, comma-separated (default: x)")
-    parser.add_argument("--attrs", default="", help="its scalar arguments, NAME:float|int|bool, comma-separated")
-    parser.add_argument("--kind", choices=KINDS, default="elementwise", help="its pattern (default: elementwise)")
+    parser.add_argument(
+        "--attrs", default="", help="its scalar arguments, NAME:float|int|bool, comma-separated"
+    )
+    parser.add_argument(
+        "--kind", choices=KINDS, default="elementwise", help="its pattern (default: elementwise)"
+    )
     parser.add_argument("--cuda-only", action="store_true", help="a CUDA implementation only (no CPU twin)")
     parser.add_argument("--no-format", action="store_true", help="do not run clang-format and ruff format")
     args = parser.parse_args(argv)

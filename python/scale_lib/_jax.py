@@ -157,9 +157,8 @@ def _platform(x: Any) -> str:
         return str(next(iter(x.devices())).platform)
     sharding = getattr(jax.typeof(x), "sharding", None)
     mesh = getattr(sharding, "mesh", None)
-    devices = getattr(mesh, "devices", None)
-    if devices is not None and getattr(devices, "size", 0):
-        return str(devices.flat[0].platform)
+    if isinstance(mesh, jax.sharding.Mesh) and mesh.devices.size:  # not an AbstractMesh
+        return str(mesh.devices.flat[0].platform)
     return str(jax.default_backend())
 
 
