@@ -130,4 +130,6 @@ def test_a_disagreeing_declaration_is_caught(what: str) -> None:
 
 def test_the_real_declaration_of_scale_agrees() -> None:
     assert mismatches(SCALE) == []
-    assert exported("scale") == Signature("scale", (("out", TENSOR), ("x", TENSOR), ("factor", "float")), "None")
+    assert exported("scale") == Signature(
+        "scale", (("out", TENSOR), ("x", TENSOR), ("factor", "float")), "None"
+    )

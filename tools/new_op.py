@@ -440,8 +440,9 @@ def ops_section(s: Spec) -> str:
     xp = array_namespace({first})
     v = {s.py_value()}
     cols = v.shape[-1]
-    r = 1 / xp.sqrt(_keep_last(xp, xp.sum(v * v, axis=-1)) / cols + 1)
-    g = {s.py_scaled("(r * grad - r**3 * v * _keep_last(xp, xp.sum(grad * v, axis=-1)) / cols)")}
+    sum_vv, sum_gv = xp.sum(v * v, axis=-1), xp.sum(grad * v, axis=-1)  # keepdims: not in Paddle
+    r = 1 / xp.sqrt(xp.reshape(sum_vv, (*sum_vv.shape, 1)) / cols + 1)
+    g = {s.py_scaled("(r * grad - r**3 * v * xp.reshape(sum_gv, (*sum_gv.shape, 1)) / cols)")}
     return {"(g,)" if n == 1 else "(" + ", ".join(["g"] * n) + ")"}
 """
     else:
@@ -489,22 +490,12 @@ def {s.op}({params}) -> ArrayT:
 '''
 
 
-KEEP_LAST = '''def _keep_last(xp: Any, t: Any) -> Any:
-    """``t`` with a trailing axis of one (a reduction's keepdims, for namespaces without it)."""
-    return xp.reshape(t, (*t.shape, 1))
-
-
-'''
-
-
 def add_to_ops(path: Path, s: Spec) -> None:
     text = path.read_text()
     end = "# ===== end of ops ====="
     if end not in text:
         sys.exit(f"error: {path} has no '{end}' line")
     section = ops_section(s)
-    if s.kind == "rows" and "def _keep_last(" not in text:
-        section = section.replace(f"def _{s.op}_vjp(", KEEP_LAST + f"def _{s.op}_vjp(", 1)
     text = text.replace(end, section + end, 1)
     text = _import(text, "typing", "Any")
     if s.inputs[0] != "x":

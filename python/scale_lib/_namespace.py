@@ -22,6 +22,7 @@ import sys
 from typing import Any
 
 
+# [array_namespace.begin]
 def array_namespace(*arrays: Any) -> Any:
     """The array API namespace of ``arrays`` (all of one framework): ``xp.exp``, ``xp.tanh``...
 
@@ -41,3 +42,6 @@ def array_namespace(*arrays: Any) -> Any:
             "(or pip install array-api-compat)"
         ) from err
     return array_api_compat.array_namespace(*present)
+
+
+# [array_namespace.end]
