@@ -4,19 +4,20 @@
   1. generate a minimal library and one with --ops rms_norm,flatnonzero; lint, test and build
      the docs of each, unchanged;
   2. remove an op from the second (tools/remove_op.py) and check it again;
+  3. generate a library at an older template commit, edit a kernel and a shared file in it,
+     update it to a newer template commit (tools/update_from_template.py): both the template's
+     change and the library's own edits must be there, with no conflict, and its tests pass;
   4. scaffold, in a clean clone of a generated library (tools/new_op.py), a two-input elementwise
      op with an attribute, a row-wise op and a CUDA-only op as generated, and silu_mul and
      gelu_tanh as a user writes them (the math in one function object, the float64 reference,
      silu_mul's vjp with array_namespace); lint, build CPU-only and run their tests (NumPy,
      PyTorch and JAX: silu_mul's gradients by torch.autograd.gradcheck and against jax.grad of
-     jax.numpy), then compile the CUDA kernels for one architecture where nvcc is found;
-  3. generate a library at an older template commit, edit a kernel and a shared file in it,
-     update it to a newer template commit (tools/update_from_template.py): both the template's
-     change and the library's own edits must be there, with no conflict, and its tests pass.
+     jax.numpy), then compile the CUDA kernels for one architecture where nvcc is found.
 
 Libraries are built CPU-only and tested with NumPy (the other frameworks are the tests
-sessions' job). Run from the template checkout with a Python that has copier, ruff and
-clang-format at the pinned versions, pre-commit, pip and git: nox -s template does that.
+sessions' job; the scaffold flow installs PyTorch and JAX for its gradient checks). Run from the
+template checkout with a Python that has copier, ruff and clang-format at the pinned versions,
+pre-commit, pip and git: nox -s template does that.
 
     python tools/check_template.py WORKDIR [--only generate|remove|update|scaffold]
 """
@@ -244,6 +245,8 @@ def _apply(repo: Path, lib: str, edits: list[tuple[str, str, str]]) -> set[str]:
     for path, old, new in edits:
         file = repo / path.format(lib=lib)
         text = file.read_text()
+        if new in text:  # already there (an import another op's section needed too)
+            continue
         assert old in text, f"{path}: scaffolded text {old!r} not found"
         file.write_text(text.replace(old, new, 1))
     return {path.format(lib=lib) for path, _, _ in edits}
