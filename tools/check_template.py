@@ -253,7 +253,7 @@ def _apply(repo: Path, lib: str, edits: list[tuple[str, str, str]]) -> set[str]:
 
 
 def flow_scaffold(work: Path) -> None:
-    name = "my_scaffolded"
+    name = "fastops"
     origin, dest = work / "scaffold_origin", work / name
     new_op = [PY, "tools/new_op.py"]
     ops = ["fma", "row_norm", "gelu_tanh", "silu_mul"]

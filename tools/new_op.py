@@ -416,7 +416,7 @@ def ops_section(s: Spec) -> str:
         f'Input("{n}", min_ndim=1)' if s.kind == "rows" and n == first else f'Input("{n}")' for n in s.inputs
     )
     attrs = ", ".join(f'Attr("{a.name}", {a.type})' for a in s.attrs)
-    lines = [f'        "{s.op}",', f"        inputs=({inputs},),"]
+    lines = [f'        "{s.op}",', f"        inputs=({inputs}{',' if len(s.inputs) == 1 else ''}),"]
     if s.attrs:
         lines.append(f"        attrs=({attrs},),")
     if first != "x":  # the output is like the first input (Output's default names x)
@@ -457,6 +457,9 @@ def ops_section(s: Spec) -> str:
         + ".\n"
         for i, n in enumerate(s.inputs)
     ) + "".join(f"        {a.name}: A Python {a.type}.\n" for a in s.attrs)
+    call_inputs = f"({s.inputs[0]},)" if len(s.inputs) == 1 else f"({', '.join(s.inputs)})"
+    names = [a.name for a in s.attrs]
+    call_attrs = f"({names[0]},)" if len(names) == 1 else f"({', '.join(names)})"
     device = "CUDA GPUs only (a CPU array is a ValueError)" if s.cuda_only else "the CPU and CUDA GPUs"
     may_be = " or ".join(f"``{n}``" for n in s.inputs)
     return f'''# ===== op: {s.op} =====
@@ -484,7 +487,7 @@ def {s.op}({params}) -> ArrayT:
     Returns:
         ``out``, or a new array like ``{first}``. Differentiable (PyTorch, JAX, Paddle).
     """
-    return _{s.op}.call(({", ".join(s.inputs)},), ({"".join(f"{a.name}, " for a in s.attrs)}), out)
+    return _{s.op}.call({call_inputs}, {call_attrs}, out)
 
 
 '''
@@ -498,8 +501,13 @@ def add_to_ops(path: Path, s: Spec) -> None:
     section = ops_section(s)
     text = text.replace(end, section + end, 1)
     text = _import(text, "typing", "Any")
-    if s.inputs[0] != "x":
-        text = _import(text, "._spec", "Output")
+    for name in (
+        "OpSpec",
+        "Input",
+        *(["Attr"] if s.attrs else []),
+        *(["Output"] if s.inputs[0] != "x" else []),
+    ):
+        text = _import(text, "._spec", name)
     if s.kind == "rows":
         text = _import(text, "._namespace", "array_namespace")
     path.write_text(text)
