@@ -55,6 +55,11 @@ class OpCase:
     exports: dict[str, int] = field(default_factory=dict)
     hostile_abi: tuple[Callable[[Any, Any], Any], ...] = ()
 
+    @property
+    def devices(self) -> tuple[str, ...]:
+        """Where the op has kernels (its OpSpec's ``devices``): a CUDA-only op has no CPU case."""
+        return next(spec.devices for spec in OPS if spec.name == self.name)
+
     def shapes(self, shape: tuple[int, ...] | None = None) -> dict[str, tuple[int, ...]]:
         """The shape of every array argument when ``x`` has ``shape`` (default: ``self.shape``)."""
         x_shape = self.shape if shape is None else shape
@@ -85,10 +90,12 @@ def public_op_names() -> list[str]:
     return [spec.name for spec in OPS if spec.public]
 
 
-def declared_cases() -> list[OpCase]:
-    """The case of every public op, in declaration order."""
+def declared_cases(device: str | None = None) -> list[OpCase]:
+    """The case of every public op, in declaration order; only those with kernels for
+    ``device`` ("cpu", "cuda") when given."""
     names = public_op_names()
     missing = [n for n in names if not callable(getattr(scale_lib, n, None))]
     if missing:
         raise LookupError(f"public ops without a function scale_lib.<name>: {missing}")
-    return [case_of(n) for n in names]
+    cases = [case_of(n) for n in names]
+    return cases if device is None else [c for c in cases if device in c.devices]

@@ -37,7 +37,7 @@ def test_results_outlive_inputs_and_modules_numpy() -> None:
         """
         import numpy as np
         from cases import declared_cases
-        cases = declared_cases()
+        cases = declared_cases("cpu")
         inputs = [{n: a.astype(np.float32) for n, a in c.numpy_inputs(1, (40, 25)).items()} for c in cases]
         for i in inputs:
             i["x"][i["x"] < 0.5] = 0  # zeros, for the ops that look for them
@@ -63,7 +63,7 @@ def test_results_outlive_inputs_and_modules_torch() -> None:
         from scale_lib.ops import OPS
         differentiable = {op.name for op in OPS if op.vjp is not None}
         results, grads = [], []
-        for case in declared_cases():
+        for case in declared_cases("cpu"):
             x, *rest = case.numpy_inputs(2, (4, 16)).values()
             x = torch.tensor(x, dtype=torch.float32, requires_grad=case.name in differentiable)
             x_zeros = x.detach().clone()

@@ -6,13 +6,20 @@
   2. remove an op from the second (tools/remove_op.py) and check it again;
   3. generate a library at an older template commit, edit a kernel and a shared file in it,
      update it to a newer template commit (tools/update_from_template.py): both the template's
-     change and the library's own edits must be there, with no conflict, and its tests pass.
+     change and the library's own edits must be there, with no conflict, and its tests pass;
+  4. scaffold, in a clean clone of a generated library (tools/new_op.py), a two-input elementwise
+     op with an attribute, a row-wise op and a CUDA-only op as generated, and silu_mul and
+     gelu_tanh as a user writes them (the math in one function object, the float64 reference,
+     silu_mul's vjp with array_namespace); lint, build CPU-only and run their tests (NumPy,
+     PyTorch and JAX: silu_mul's gradients by torch.autograd.gradcheck and against jax.grad of
+     jax.numpy), then compile the CUDA kernels for one architecture where nvcc is found.
 
 Libraries are built CPU-only and tested with NumPy (the other frameworks are the tests
-sessions' job). Run from the template checkout with a Python that has copier, ruff and
-clang-format at the pinned versions, pre-commit, pip and git: nox -s template does that.
+sessions' job; the scaffold flow installs PyTorch and JAX for its gradient checks). Run from the
+template checkout with a Python that has copier, ruff and clang-format at the pinned versions,
+pre-commit, pip and git: nox -s template does that.
 
-    python tools/check_template.py WORKDIR [--only generate|remove|update]
+    python tools/check_template.py WORKDIR [--only generate|remove|update|scaffold]
 """
 
 from __future__ import annotations
@@ -173,6 +180,153 @@ def flow_update(work: Path) -> None:
         check("my_kernels", dest, docs=False)
 
 
+# What a user writes after scaffolding silu_mul and gelu_tanh: (file, scaffolded text, edit).
+SILU_MUL_EDITS = [
+    ("kernels/silu_mul.h", "return (x + y);", "return x / (C(1) + std::exp(-x)) * y;"),
+    ("tests/test_silu_mul.py", "return x + y\n", "return x / (1 + np.exp(-x)) * y\n"),
+    (
+        "python/{lib}/ops.py",
+        "    # out = (x + y): the same gradient for every input.\n    g = grad\n    return (g, g)\n",
+        "    xp = array_namespace(x)\n    s = 1 / (1 + xp.exp(-x))\n"
+        "    return grad * y * s * (1 + x * (1 - s)), grad * x * s\n",
+    ),
+    (
+        "python/{lib}/ops.py",
+        "from ._spec import",
+        "from ._namespace import array_namespace\nfrom ._spec import",
+    ),
+]
+GELU_TANH_EDITS = [
+    (
+        "kernels/gelu_tanh.h",
+        "return x;",
+        "return C(0.5) * x * (C(1) + std::tanh(C(0.7978845608028654) * (x + C(0.044715) * x * x * x)));",
+    ),
+    (
+        "python/{lib}/ops.py",
+        "    # out = x: the same gradient for every input.\n    g = grad\n    return (g,)\n",
+        "    xp = array_namespace(x)\n"
+        "    t = xp.tanh(0.7978845608028654 * (x + 0.044715 * x**3))\n"
+        "    dt = (1 - t * t) * 0.7978845608028654 * (1 + 3 * 0.044715 * x * x)\n"
+        "    return (grad * (0.5 * (1 + t) + 0.5 * x * dt),)\n",
+    ),
+    (
+        "tests/test_gelu_tanh.py",
+        "    return x\n",
+        "    return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x**3)))\n",
+    ),
+]
+# Beside the generated tests: silu_mul's gradients by PyTorch's own check and against JAX's.
+SILU_MUL_GRADIENTS = """\
+import numpy as np
+import pytest
+
+import {lib}
+
+
+def test_torch_gradcheck() -> None:
+    torch = pytest.importorskip("torch")
+    x = torch.randn(5, 7, dtype=torch.float64, requires_grad=True)
+    y = torch.randn(5, 7, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck({lib}.silu_mul, (x, y))
+
+
+def test_jax_grad_matches_jax_numpy() -> None:
+    jax = pytest.importorskip("jax")
+    jnp = jax.numpy
+    x, y, w = (jnp.asarray(np.random.default_rng(i).standard_normal((5, 7))) for i in range(3))
+
+    def ours(a, b):
+        return jnp.sum({lib}.silu_mul(a, b) * w)
+
+    def theirs(a, b):
+        return jnp.sum(jax.nn.silu(a) * b * w)
+
+    expected = jax.grad(theirs, argnums=(0, 1))(x, y)
+    for f in (jax.grad(ours, argnums=(0, 1)), jax.jit(jax.grad(ours, argnums=(0, 1)))):
+        for got, want in zip(f(x, y), expected, strict=True):
+            np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-12, atol=1e-14)
+"""
+
+
+def _apply(repo: Path, lib: str, edits: list[tuple[str, str, str]]) -> set[str]:
+    for path, old, new in edits:
+        file = repo / path.format(lib=lib)
+        text = file.read_text()
+        if new in text:  # already there (an import another op's section needed too)
+            continue
+        assert old in text, f"{path}: scaffolded text {old!r} not found"
+        file.write_text(text.replace(old, new, 1))
+    return {path.format(lib=lib) for path, _, _ in edits}
+
+
+def flow_scaffold(work: Path) -> None:
+    name = "fastops"
+    origin, dest = work / "scaffold_origin", work / name
+    new_op = [PY, "tools/new_op.py"]
+    ops = ["fma", "row_norm", "gelu_tanh", "silu_mul"]
+    with step("generate a library; a clean clone of it"):
+        generate(name, origin)
+        shutil.rmtree(dest, ignore_errors=True)
+        run("git", "clone", "-q", origin, dest)
+    with step("scaffold a two-input elementwise op with an attribute, a row-wise op, a CUDA-only op"):
+        run(*new_op, "fma", "--inputs", "x,y", "--attrs", "alpha:float", cwd=dest)
+        run(*new_op, "row_norm", "--inputs", "x", "--attrs", "eps:float", "--kind", "rows", cwd=dest)
+        run(*new_op, "gelu_tanh", "--cuda-only", cwd=dest)
+    with step("silu_mul and gelu_tanh as a user writes them (math, reference, vjp)"):
+        run(*new_op, "silu_mul", "--inputs", "x,y", cwd=dest)
+        edited = _apply(dest, name, SILU_MUL_EDITS) | _apply(dest, name, GELU_TANH_EDITS)
+        (dest / "tests" / "test_silu_mul_gradients.py").write_text(SILU_MUL_GRADIENTS.format(lib=name))
+        # The user formats what they wrote (the formatters fix it; the lint step below checks).
+        subprocess.run(["pre-commit", "run", "--all-files"], cwd=dest, capture_output=True, check=False)
+        files = run("git", "status", "--short", cwd=dest)
+        print("   files the user edited: " + ", ".join(sorted(edited)))
+        print("   " + files.strip().replace("\n", "\n   "))
+    with step("  lint of the library with its new ops"):
+        run("pre-commit", "run", "--all-files", "--show-diff-on-failure", cwd=dest)
+    with step("  CPU-only build; the new ops' tests with NumPy, PyTorch and JAX"):
+        env = {f"{name.upper()}_CUDA": CPU_ONLY}
+        run(PY, "-m", "pip", "install", "-q", os.environ.get("TORCH_SPEC", "torch"), cwd=dest)
+        run(PY, "-m", "pip", "install", "-q", f"{dest}[test,jax,array-api]", cwd=dest, env=env)
+        tests = [f"tests/test_{op}.py" for op in ops]
+        tests += [
+            "tests/test_silu_mul_gradients.py",
+            "tests/test_signatures.py",
+            "tests/test_declared_ops.py",
+        ]
+        tests += ["tests/test_bad_inputs.py"]
+        out = run(PY, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x", *tests, cwd=dest)
+        last = out.strip().splitlines()[-1]
+        print("   " + last)
+        if " passed" not in last:
+            raise SystemExit(f"FAILED: no test ran in {dest}")
+    nvcc = shutil.which("nvcc") or (
+        "/usr/local/cuda/bin/nvcc" if Path("/usr/local/cuda/bin/nvcc").exists() else None
+    )
+    if nvcc is None:
+        print("\n== no nvcc: the compile-only CUDA build is skipped")
+        return
+    with step("  compile-only CUDA build of the new ops' kernels, one architecture (75)"):
+        build = dest / "build" / "cuda75"
+        run(
+            "cmake",
+            "-S",
+            dest,
+            "-B",
+            build,
+            "-G",
+            "Ninja",
+            f"-D{name.upper()}_CUDA=ON",
+            "-DCMAKE_CUDA_ARCHITECTURES=75",
+            f"-DCMAKE_CUDA_COMPILER={nvcc}",
+            f"-DPython_EXECUTABLE={PY}",
+            "-DSKBUILD_PROJECT_VERSION=0.1.0",
+            cwd=dest,
+        )
+        targets = [f"CMakeFiles/{name}.dir/kernels/{op}.cu.o" for op in ops]
+        run("cmake", "--build", build, "--target", *targets, cwd=dest)
+
+
 def _edit(path: Path, line: int, text: str) -> None:
     lines = path.read_text().splitlines()
     lines[line] = text
@@ -192,11 +346,16 @@ def _commit(repo: Path, message: str) -> None:
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("workdir", type=Path)
-    parser.add_argument("--only", choices=["generate", "remove", "update"], action="append")
+    parser.add_argument("--only", choices=["generate", "remove", "update", "scaffold"], action="append")
     args = parser.parse_args(argv)
     work: Path = args.workdir.resolve()
     work.mkdir(parents=True, exist_ok=True)
-    flows = {"generate": flow_generate, "remove": flow_remove, "update": flow_update}
+    flows = {
+        "generate": flow_generate,
+        "remove": flow_remove,
+        "update": flow_update,
+        "scaffold": flow_scaffold,
+    }
     for name in args.only or flows:
         flows[name](work)
     print("\n== template checks passed")

@@ -1,19 +1,30 @@
 #!/usr/bin/env python3
-"""Scaffold a new op: every file an op touches, as a working elementwise op to edit.
+"""Scaffold a new op of any signature: every file an op touches, as a working op to edit.
 
-    python3 tools/new_op.py shift
+    python3 tools/new_op.py NAME [--inputs x,y] [--attrs alpha:float,n:int,flag:bool]
+                            [--kind elementwise|rows|custom] [--cuda-only]
 
-creates, from the ``scale`` op's own sources (so the scaffold never drifts from the real thing):
+writes (see docs/adding_an_op.md):
 
-    kernels/shift.h            declarations and argument checks
-    kernels/shift.cu           the CUDA kernel (validate, device guard, stream, dispatch, check)
-    kernels/shift_cpu.cc       its CPU twin
-    bindings/shift_binding.cc  the exported ABI, shift(out, x, factor), and device routing
-    tests/test_shift.py        a framework x device x dtype x shape test matrix
+    kernels/NAME.h             the math (one function object, for both devices), the argument
+                               checks and the declarations
+    kernels/NAME.cu            the CUDA function: validate, device guard, stream, dispatch, launch
+    kernels/NAME_cpu.cc        its CPU twin (none with --cuda-only)
+    bindings/NAME_binding.cc   the exported ABI, NAME(out, *inputs, *attrs), and device routing
+    tests/test_NAME.py         the test matrix, its CASE and a property test; the float64
+                               reference and the tolerances are at its top, in one place
+    docs/kernels/NAME.md       the op's page
 
-and adds ``shift`` to the public API (``ops.py`` and ``__init__.py``). It computes
-``out = x * factor`` until you change it: edit the kernels, the reference in the test, the
-vjp and the docstring. See docs/adding_an_op.md for the walkthrough.
+and adds NAME's section to ops.py (its OpSpec and typed public function), its export to
+__init__.py and its row to the README's op table. The generated op builds, passes lint and
+passes its tests as generated. Its math until you change it:
+
+    elementwise  out = (x + y + ...) * alpha * ...   (the shared elementwise launchers)
+    rows         v = x + y + ...; out = v * alpha / sqrt(mean(v**2, last axis) + 1)
+                 (the shared row-wise launchers: one block per row on CUDA)
+    custom       out = (x + y + ...) * alpha * ...   (written as plain kernels of its own)
+
+Integer attributes multiply like floats; a bool attribute negates the result when true.
 """
 
 from __future__ import annotations
@@ -21,14 +32,746 @@ from __future__ import annotations
 import argparse
 import keyword
 import re
+import shutil
+import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TEMPLATE_OP = "scale"
-MARKER = re.compile(r"^[ \t]*(//|#)[ \t]*\[[a-z_]+\.(begin|end)\][ \t]*\n", re.MULTILINE)
+ATTR_TYPES = {"float": "double", "int": "int64_t", "bool": "bool"}
+EXAMPLE_VALUE = {"float": "1.5", "int": "3", "bool": "True"}
+KINDS = ("elementwise", "rows", "custom")
 
 
+@dataclass(frozen=True)
+class Attr:
+    name: str
+    type: str  # float, int or bool
+
+    @property
+    def cpp(self) -> str:
+        return ATTR_TYPES[self.type]
+
+    @property
+    def example(self) -> str:
+        return EXAMPLE_VALUE[self.type]
+
+
+@dataclass(frozen=True)
+class Spec:
+    op: str
+    lib: str
+    inputs: tuple[str, ...]
+    attrs: tuple[Attr, ...]
+    kind: str
+    cuda_only: bool
+
+    # -- names --------------------------------------------------------------------------------
+    @property
+    def camel(self) -> str:
+        return "".join(part.capitalize() for part in self.op.split("_"))
+
+    @property
+    def macro(self) -> str:
+        return self.lib.upper()
+
+    @property
+    def abi_names(self) -> list[str]:
+        return ["out", *self.inputs, *(a.name for a in self.attrs)]
+
+    def cpp_params(self) -> str:
+        tensors = [f"ffi::TensorView {n}" for n in ("out", *self.inputs)]
+        return ", ".join(tensors + [f"{a.cpp} {a.name}" for a in self.attrs])
+
+    def cpp_args(self) -> str:
+        return ", ".join(self.abi_names)
+
+    def fn_init(self, c: str = "C") -> str:
+        """The function object, built from the attributes in the compute type."""
+        members = [a.name if a.type == "bool" else f"static_cast<{c}>({a.name})" for a in self.attrs]
+        return f"{self.camel}Fn<{c}>{{{', '.join(members)}}}"
+
+    def data_ptrs(self) -> str:
+        return ", ".join(["DataPtr<T>(out)", *(f"DataPtr<const T>({n})" for n in self.inputs)])
+
+    # -- the default math, in C++ and in Python -----------------------------------------------
+    def cpp_value(self) -> str:
+        total = " + ".join(self.inputs)
+        return f"({total})" if len(self.inputs) > 1 else total
+
+    def cpp_scaled(self, v: str) -> str:
+        factors = [a.name for a in self.attrs if a.type != "bool"]
+        expr = " * ".join([v, *factors])
+        for a in self.attrs:
+            if a.type == "bool":
+                expr = f"{a.name} ? -({expr}) : {expr}"
+        return expr
+
+    def py_value(self) -> str:
+        total = " + ".join(self.inputs)
+        return f"({total})" if len(self.inputs) > 1 else total
+
+    def py_scaled(self, v: str) -> str:
+        expr = " * ".join([v, *(a.name for a in self.attrs if a.type != "bool")])
+        for a in self.attrs:
+            if a.type == "bool":
+                expr = f"-({expr}) if {a.name} else {expr}"
+        return expr
+
+    @property
+    def formula(self) -> str:
+        v = self.py_value()
+        if self.kind == "rows":
+            return f"v = {v}; out = {self.py_scaled('v')} / sqrt(mean(v**2, axis=-1) + 1)"
+        return f"out = {self.py_scaled(v)}"
+
+
+# ---------------------------------------------------------------------------------------------
+# C++
+# ---------------------------------------------------------------------------------------------
+def header(s: Spec) -> str:
+    guard = f"{s.macro}_KERNELS_{s.op.upper()}_H_"
+    members = "".join(f"  {'bool' if a.type == 'bool' else 'C'} {a.name};\n" for a in s.attrs)
+    values = ", ".join(f"C {n}" for n in s.inputs)
+    if s.kind == "rows":
+        include = '#include "rowwise.h"'
+        fn = f"""// The math, for both devices, in the compute type C (see kernels/rowwise.h).
+// TODO(author): write {s.op}'s math here; the tests' reference is in tests/test_{s.op}.py.
+template <typename C>
+struct {s.camel}Fn {{
+{members}  // The value of one element, from one value per input.
+  {s.macro}_HOST_DEVICE C Value({values}) const {{ return {s.cpp_value()}; }}
+  // What the row sums, for one element's value.
+  {s.macro}_HOST_DEVICE C Term(C v) const {{ return v * v; }}
+  // The output of one element, from its value and the sum over its row of `cols` elements.
+  {s.macro}_HOST_DEVICE C Finish(C v, C sum, int64_t cols) const {{
+    return {s.cpp_scaled("v")} / std::sqrt(sum / static_cast<C>(cols) + C(1));
+  }}
+}};
+"""
+    elif s.kind == "elementwise":
+        include = '#include "elementwise.h"'
+        fn = f"""// The math, for both devices, in the compute type C (float for 16-bit and float32 storage,
+// double for float64): one value per input in, the output's value out (see kernels/elementwise.h).
+// TODO(author): write {s.op}'s math here; the tests' reference is in tests/test_{s.op}.py.
+template <typename C>
+struct {s.camel}Fn {{
+{members}  {s.macro}_HOST_DEVICE C operator()({values}) const {{ return {s.cpp_scaled(s.cpp_value())}; }}
+}};
+"""
+    else:
+        include = ""
+        fn = ""
+    tensor_refs = ", ".join(f"const ffi::TensorView& {n}" for n in ("out", *s.inputs))
+    checks = [
+        "  CHECK_FLOATING(x);".replace("x", s.inputs[0]),
+        *(f"  CHECK_LIKE({n}, {s.inputs[0]});" for n in s.inputs[1:]),
+        f"  CHECK_LIKE(out, {s.inputs[0]});",
+    ]
+    if s.kind == "rows":
+        checks.append(f"  CHECK_MIN_NDIM({s.inputs[0]}, 1);")
+    checks += [f"  CHECK_CONTIGUOUS({n});" for n in (*s.inputs, "out")]
+    cpu_decl = "" if s.cuda_only else f"void {s.camel}CPU({s.cpp_params()});\n\n"
+    includes = "\n".join(x for x in ("#include <cmath>\n#include <cstdint>\n", include) if x)
+    return f"""// SPDX-License-Identifier: Apache-2.0
+// {s.op}: {s.formula} (scaffolded by tools/new_op.py: describe what {s.op} computes).
+//
+// The one header shared by the {
+        "CUDA kernel" if s.cuda_only else "CPU twin, the CUDA kernel"
+    } and the binding: {"the math, " if fn else ""}the argument checks
+// both implementations run first, and their declarations.
+#ifndef {guard}
+#define {guard}
+
+{includes}
+#include "tvm_ffi_utils.h"
+
+namespace {s.lib} {{
+
+{fn}{"" if not fn else chr(10)}// Step 1 of every {s.op} implementation: TODO(author): the checks of {
+        s.op
+    }'s arguments.
+inline void Check{s.camel}Args({tensor_refs}) {{
+{chr(10).join(checks)}
+}}
+
+{cpu_decl}#if defined({s.macro}_WITH_CUDA)
+void {s.camel}CUDA({s.cpp_params()});
+#endif
+
+}}  // namespace {s.lib}
+
+#endif  // {guard}
+"""
+
+
+def rows_and_cols(s: Spec) -> str:
+    x = s.inputs[0]
+    return (
+        f"  const int64_t cols = {x}.size({x}.ndim() - 1);\n"
+        f"  if ({x}.numel() == 0) return;\n"
+        f"  const int64_t rows = {x}.numel() / cols;\n"
+    )
+
+
+def cuda_source(s: Spec) -> str:
+    x = s.inputs[0]
+    twin = "" if s.cuda_only else f" The CPU twin is kernels/{s.op}_cpu.cc."
+    if s.kind == "custom":
+        kernel_params = ", ".join(
+            ["int64_t n", "T* __restrict__ out"]
+            + [f"const T* __restrict__ {n}" for n in s.inputs]
+            + [f"{'bool' if a.type == 'bool' else 'Compute<T>'} {a.name}" for a in s.attrs]
+        )
+        loads = [f"M::Load({n}[i])" for n in s.inputs]
+        value = " + ".join(loads)
+        value = f"({value})" if len(loads) > 1 else value
+        launch_args = ", ".join(
+            ["n", "DataPtr<T>(out)"]
+            + [f"DataPtr<const T>({n})" for n in s.inputs]
+            + [a.name if a.type == "bool" else f"static_cast<gpu::Compute<T>>({a.name})" for a in s.attrs]
+        )
+        return f"""// SPDX-License-Identifier: Apache-2.0
+// CUDA implementation of {s.op}: a kernel of its own.{twin}
+#include <cstdint>
+
+#include "cuda_float.cuh"
+#include "{s.op}.h"
+
+namespace {s.lib} {{
+namespace gpu {{
+
+// TODO(author): {s.op}'s kernel. One element per thread in a grid-stride loop, 64-bit indices;
+// values are loaded into the compute type (float for 16-bit storage) and stored back rounded.
+template <typename T>
+__global__ void {s.camel}Kernel({kernel_params}) {{
+  using M = FloatMath<T>;
+  const int64_t stride = static_cast<int64_t>(blockDim.x) * gridDim.x;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n; i += stride) {{
+    out[i] = M::Store({s.cpp_scaled(value)});
+  }}
+}}
+
+}}  // namespace gpu
+
+void {s.camel}CUDA({s.cpp_params()}) {{
+  Check{s.camel}Args({", ".join(("out", *s.inputs))});  // 1. validate
+  const int64_t n = {x}.numel();
+  if (n == 0) return;
+  ffi::CUDADeviceGuard guard({x}.device().device_id);  // 2. device guard
+  cudaStream_t stream = GetCudaStream({x}.device());   // 3. stream
+  DispatchFloating({x}.dtype(), "{x}", [&](auto tag) {{  // 4. dtype dispatch + launch
+    using T = typename decltype(tag)::type;
+    constexpr int kThreads = 256;
+    gpu::{s.camel}Kernel<T><<<gpu::GridSize(n, kThreads), kThreads, 0, stream>>>({launch_args});
+    CHECK_CUDA_LAUNCH();  // 5. check
+  }});
+}}
+
+}}  // namespace {s.lib}
+"""
+    if s.kind == "rows":
+        launcher, size = "rowwise.cuh", rows_and_cols(s)
+        launch = f"gpu::LaunchRowwise<T>({s.fn_init()}, rows, cols, stream, {s.data_ptrs()});"
+        shared = "the shared row-wise launcher (kernels/rowwise.cuh)"
+    else:
+        launcher, size = "elementwise.cuh", f"  const int64_t n = {x}.numel();\n  if (n == 0) return;\n"
+        launch = f"gpu::LaunchElementwise<T>({s.fn_init()}, n, stream, {s.data_ptrs()});"
+        shared = "the shared elementwise launcher (kernels/elementwise.cuh)"
+    return f"""// SPDX-License-Identifier: Apache-2.0
+// CUDA implementation of {s.op}: the math is {s.camel}Fn (kernels/{s.op}.h), run by
+// {shared}.{twin}
+#include <cstdint>
+
+#include "{launcher}"
+#include "{s.op}.h"
+
+namespace {s.lib} {{
+
+void {s.camel}CUDA({s.cpp_params()}) {{
+  Check{s.camel}Args({", ".join(("out", *s.inputs))});  // 1. validate
+{size}  ffi::CUDADeviceGuard guard({x}.device().device_id);  // 2. device guard
+  cudaStream_t stream = GetCudaStream({x}.device());   // 3. stream
+  DispatchFloating({x}.dtype(), "{x}", [&](auto tag) {{  // 4. dtype dispatch + launch
+    using T = typename decltype(tag)::type;
+    using C = gpu::Compute<T>;
+    {launch}
+  }});  // 5. check: inside the launcher
+}}
+
+}}  // namespace {s.lib}
+"""
+
+
+def cpu_source(s: Spec) -> str:
+    x = s.inputs[0]
+    if s.kind == "custom":
+        loads = [f"M::Load({n}s[i])" for n in s.inputs]
+        value = " + ".join(loads)
+        value = f"({value})" if len(loads) > 1 else value
+        pointers = "".join(f"    const T* {n}s = DataPtr<const T>({n});\n" for n in s.inputs)
+        scalars = "".join(
+            f"    const C {a.name}_c = static_cast<C>({a.name});\n" for a in s.attrs if a.type != "bool"
+        )
+        renamed = Spec(
+            s.op,
+            s.lib,
+            s.inputs,
+            tuple(Attr(a.name if a.type == "bool" else f"{a.name}_c", a.type) for a in s.attrs),
+            s.kind,
+            s.cuda_only,
+        )
+        return f"""// SPDX-License-Identifier: Apache-2.0
+// CPU twin of kernels/{s.op}.cu: a loop of its own.
+#include <cstdint>
+
+#include "cpu_float.h"
+#include "{s.op}.h"
+
+namespace {s.lib} {{
+
+void {s.camel}CPU({s.cpp_params()}) {{
+  Check{s.camel}Args({", ".join(("out", *s.inputs))});
+  const int64_t n = {x}.numel();
+  if (n == 0) return;
+  DispatchFloating({x}.dtype(), "{x}", [&](auto tag) {{
+    using T = typename decltype(tag)::type;
+    using M = host::FloatMath<T>;
+    using C = host::Compute<T>;
+    T* outs = DataPtr<T>(out);
+{pointers}{scalars}    // TODO(author): {s.op}'s math, per element, in the compute type C.
+    for (int64_t i = 0; i < n; ++i) outs[i] = M::Store({renamed.cpp_scaled(value)});
+  }});
+}}
+
+}}  // namespace {s.lib}
+"""
+    if s.kind == "rows":
+        launcher, size = "rowwise_cpu.h", rows_and_cols(s)
+        launch = f"host::RunRowwise<T>({s.fn_init()}, rows, cols, {s.data_ptrs()});"
+        shared = "row-wise"
+    else:
+        launcher, size = "elementwise_cpu.h", f"  const int64_t n = {x}.numel();\n  if (n == 0) return;\n"
+        launch = f"host::RunElementwise<T>({s.fn_init()}, n, {s.data_ptrs()});"
+        shared = "elementwise"
+    return f"""// SPDX-License-Identifier: Apache-2.0
+// CPU twin of kernels/{s.op}.cu: the same {s.camel}Fn, run by the shared CPU {shared} launcher.
+#include <cstdint>
+
+#include "{launcher}"
+#include "{s.op}.h"
+
+namespace {s.lib} {{
+
+void {s.camel}CPU({s.cpp_params()}) {{
+  Check{s.camel}Args({", ".join(("out", *s.inputs))});
+{size}  DispatchFloating({x}.dtype(), "{x}", [&](auto tag) {{
+    using T = typename decltype(tag)::type;
+    using C = host::Compute<T>;
+    {launch}
+  }});
+}}
+
+}}  // namespace {s.lib}
+"""
+
+
+def binding(s: Spec) -> str:
+    x, args = s.inputs[0], s.cpp_args()
+    if s.cuda_only:
+        route = f"{s.macro}_ROUTE_CUDA_ONLY({x}, {s.camel}CUDA({args}));"
+    else:
+        route = f"{s.macro}_ROUTE_BY_DEVICE({x}, {s.camel}CPU({args}), {s.camel}CUDA({args}));"
+    in_place = ", ".join(f"out={n}" for n in s.inputs)
+    params = s.cpp_params()
+    if s.cuda_only:  # a CPU-only build compiles no CUDA call: only the routed tensor is used there
+        params = ", ".join(
+            p if p == f"ffi::TensorView {x}" else f"[[maybe_unused]] {p}" for p in params.split(", ")
+        )
+    inputs = ", ".join(s.abi_names[1:])
+    return f"""// SPDX-License-Identifier: Apache-2.0
+// ABI of {s.op}: {s.op}({args}). Routing only; the math is in kernels/.
+#include "{s.op}.h"
+
+namespace {s.lib} {{
+
+void {s.camel}({params}) {{
+  {route}
+}}
+
+}}  // namespace {s.lib}
+
+// {s.op}({args}): writes out, which may be {" or ".join(s.inputs)} itself (in-place).
+{s.macro}_EXPORT({s.op}, {s.lib}::{s.camel}, "out", "{inputs}", "{in_place}");
+"""
+
+
+# ---------------------------------------------------------------------------------------------
+# Python
+# ---------------------------------------------------------------------------------------------
+def ops_section(s: Spec) -> str:
+    first = s.inputs[0]
+    inputs = ", ".join(
+        f'Input("{n}", min_ndim=1)' if s.kind == "rows" and n == first else f'Input("{n}")' for n in s.inputs
+    )
+    attrs = ", ".join(f'Attr("{a.name}", {a.type})' for a in s.attrs)
+    lines = [f'        "{s.op}",', f"        inputs=({inputs}{',' if len(s.inputs) == 1 else ''}),"]
+    if s.attrs:
+        lines.append(f"        attrs=({attrs},),")
+    if first != "x":  # the output is like the first input (Output's default names x)
+        lines.append(f'        output=Output(like="{first}"),')
+    lines.append(f"        vjp=_{s.op}_vjp,")
+    if s.cuda_only:
+        lines.append('        devices=("cuda",),')
+    lines.append(f"        sharding={'None' if s.kind == 'custom' else repr(s.kind)},")
+    params = ", ".join(
+        [f"{n}: ArrayT" for n in s.inputs]
+        + [f"{a.name}: {a.type}" for a in s.attrs]
+        + ["*", "out: ArrayT | None = None"]
+    )
+    vjp_params = ", ".join(
+        ["grad: Any", "out: Any", *(f"{n}: Any" for n in s.inputs), *(f"{a.name}: {a.type}" for a in s.attrs)]
+    )
+    n = len(s.inputs)
+    if s.kind == "rows":
+        vjp = f"""    # v = {s.py_value()}; out = a * v * r, r = 1 / sqrt(mean(v**2) + 1), a: the attributes.
+    # dout/dv = a * (r * grad - r**3 * v * mean(grad * v)), the same for every input.
+    xp = array_namespace({first})
+    v = {s.py_value()}
+    cols = v.shape[-1]
+    sum_vv, sum_gv = xp.sum(v * v, axis=-1), xp.sum(grad * v, axis=-1)  # keepdims: not in Paddle
+    r = 1 / xp.sqrt(xp.reshape(sum_vv, (*sum_vv.shape, 1)) / cols + 1)
+    g = {s.py_scaled("(r * grad - r**3 * v * xp.reshape(sum_gv, (*sum_gv.shape, 1)) / cols)")}
+    return {"(g,)" if n == 1 else "(" + ", ".join(["g"] * n) + ")"}
+"""
+    else:
+        vjp = f"""    # out = {s.py_scaled(s.py_value())}: the same gradient for every input.
+    g = {s.py_scaled("grad")}
+    return {"(g,)" if n == 1 else "(" + ", ".join(["g"] * n) + ")"}
+"""
+    described = "".join(
+        f"        {n}: A contiguous float16, bfloat16, float32 or float64 array"
+        + ("" if i == 0 else f" like ``{first}``")
+        + (" of 1 or more dimensions" if s.kind == "rows" and i == 0 else "")
+        + ".\n"
+        for i, n in enumerate(s.inputs)
+    ) + "".join(f"        {a.name}: A Python {a.type}.\n" for a in s.attrs)
+    call_inputs = f"({s.inputs[0]},)" if len(s.inputs) == 1 else f"({', '.join(s.inputs)})"
+    names = [a.name for a in s.attrs]
+    call_attrs = f"({names[0]},)" if len(names) == 1 else f"({', '.join(names)})"
+    device = "CUDA GPUs only (a CPU array is a ValueError)" if s.cuda_only else "the CPU and CUDA GPUs"
+    may_be = " or ".join(f"``{n}``" for n in s.inputs)
+    return f'''# ===== op: {s.op} =====
+# Scaffolded by tools/new_op.py ({s.kind}{", CUDA only" if s.cuda_only else ""}): edit the vjp and the
+# docstring with the kernels.
+def _{s.op}_vjp({vjp_params}) -> tuple[Any, ...]:
+{vjp}
+
+_{s.op} = register(
+    OpSpec(
+{chr(10).join(lines)}
+    )
+)
+
+
+def {s.op}({params}) -> ArrayT:
+    """``{s.formula}``.
+
+    Scaffolded by tools/new_op.py: describe what {s.op} computes.
+    Runs on {device}.
+
+    Args:
+{described}        out: Optional array to write into, like ``{first}`` (may be {may_be}; not for JAX).
+
+    Returns:
+        ``out``, or a new array like ``{first}``. Differentiable (PyTorch, JAX, Paddle).
+    """
+    return _{s.op}.call({call_inputs}, {call_attrs}, out)
+
+
+'''
+
+
+def add_to_ops(path: Path, s: Spec) -> None:
+    text = path.read_text()
+    end = "# ===== end of ops ====="
+    if end not in text:
+        sys.exit(f"error: {path} has no '{end}' line")
+    section = ops_section(s)
+    text = text.replace(end, section + end, 1)
+    text = _import(text, "typing", "Any")
+    for name in (
+        "OpSpec",
+        "Input",
+        *(["Attr"] if s.attrs else []),
+        *(["Output"] if s.inputs[0] != "x" else []),
+    ):
+        text = _import(text, "._spec", name)
+    if s.kind == "rows":
+        text = _import(text, "._namespace", "array_namespace")
+    path.write_text(text)
+
+
+def _import(text: str, module: str, name: str) -> str:
+    """``text`` (ops.py) importing ``name`` from ``module``: added to its import line, or a new
+    line before ``from ._spec import``."""
+    m = re.search(rf"^from {re.escape(module)} import (.+)$", text, re.MULTILINE)
+    if m is None:
+        return text.replace("from ._spec import", f"from {module} import {name}\nfrom ._spec import", 1)
+    names = sorted({*(n.strip() for n in m.group(1).split(",")), name})
+    return text.replace(m.group(0), f"from {module} import {', '.join(names)}", 1)
+
+
+def add_to_init(init: Path, op: str) -> None:
+    text = init.read_text()
+    imports = re.search(r"^from \.ops import (.+)$", text, re.MULTILINE)
+    assert imports is not None, f"{init}: no 'from .ops import' line"
+    names = sorted({*(n.strip() for n in imports.group(1).split(",")), op})
+    text = text.replace(imports.group(0), f"from .ops import {', '.join(names)}")
+    listing = re.search(r"__all__ = \[(.*?)\]", text, re.DOTALL)
+    assert listing is not None, f"{init}: no __all__"
+    exported = sorted(
+        {*re.findall(r'"([^"]+)"', listing.group(1)), op}, key=lambda n: (not n.startswith("__"), n)
+    )
+    body = "".join(f'    "{name}",\n' for name in exported)
+    init.write_text(text.replace(listing.group(0), f"__all__ = [\n{body}]"))
+
+
+def add_readme_row(readme: Path, s: Spec) -> None:
+    text = readme.read_text()
+    head, sep, rest = text.partition("## The ops")
+    if not sep:
+        return
+    table_rows = list(re.finditer(r"^\| `\w+\(.*\n", rest, re.MULTILINE))
+    if not table_rows:
+        return
+    signature = ", ".join([*s.inputs, *(a.name for a in s.attrs), "*", "out=None"])
+    pattern = {
+        "elementwise": "an elementwise op",
+        "rows": "a row-wise op",
+        "custom": "an op with kernels of its own",
+    }
+    where = " (CUDA only)" if s.cuda_only else ""
+    row = f"| `{s.op}({signature})` | `{s.formula}` | {pattern[s.kind]}{where} (scaffolded) |\n"
+    at = table_rows[-1].end()
+    readme.write_text(head + sep + rest[:at] + row + rest[at:])
+
+
+def docs_page(s: Spec) -> str:
+    files = [f"kernels/{s.op}.h", f"kernels/{s.op}.cu"] + ([] if s.cuda_only else [f"kernels/{s.op}_cpu.cc"])
+    where = {
+        "elementwise": f"the function object `{s.camel}Fn` in `kernels/{s.op}.h`, run by the shared "
+        "elementwise launchers",
+        "rows": f"the function object `{s.camel}Fn` in `kernels/{s.op}.h` (`Value`, `Term`, `Finish`), run "
+        "by the shared row-wise launchers",
+        "custom": f"its own kernels in {', '.join(f'`{f}`' for f in files[1:])}",
+    }[s.kind]
+    devices = "CUDA GPUs only: a CPU array is a `ValueError`" if s.cuda_only else "the CPU and CUDA GPUs"
+    return f"""# `{s.op}`
+
+`{s.lib}.{s.op}` computes `{s.formula}` (scaffolded: say what it computes and the pattern it
+shows), on {devices}.
+
+The math is {where}; the sources are {", ".join(f"`{f}`" for f in files)} and
+`bindings/{s.op}_binding.cc`, the declaration is its section of `python/{s.lib}/ops.py`, and its
+tests are `tests/test_{s.op}.py`.
+"""
+
+
+def test_file(s: Spec) -> str:
+    first, n = s.inputs[0], len(s.inputs)
+    attr_consts = "".join(f"{a.name.upper()} = {a.example}\n" for a in s.attrs)
+    attr_args = "".join(f", {a.name.upper()}" for a in s.attrs)
+    ref_params = ", ".join(
+        [*(f"{x}: np.ndarray" for x in s.inputs), *(f"{a.name}: {a.type}" for a in s.attrs)]
+    )
+    value = s.py_value()
+    if s.kind == "rows":
+        body = (
+            f"    v = {value}\n"
+            "    mean_square = np.sum(v * v, axis=-1, keepdims=True) / max(v.shape[-1], 1)\n"
+            f"    return {s.py_scaled('v')} / np.sqrt(mean_square + 1)\n"
+        )
+        shapes = "[(1,), (7,), (3, 5), (0, 4), (4, 0), (2, 3, 257), (3, 4097), (1000, 16)]"
+    else:
+        body = f"    return {s.py_scaled(value)}\n"
+        shapes = "[(), (0,), (1,), (7,), (255,), (257,), (4097,), (2**20 + 3,), (3, 5), (2, 3, 4)]"
+    inputs_tuple = ", ".join(f'"{x}"' for x in s.inputs) + ("," if n == 1 else "")
+    lam = ", ".join(s.inputs)
+    make_inputs = "".join(
+        f"    {x} = backend.asarray(random_data(shape, seed={i + 1} + sum(shape)), dtype)\n"
+        for i, x in enumerate(s.inputs)
+    )
+    as64 = ", ".join(f"backend.to_numpy({x})" for x in s.inputs)
+    names64 = ", ".join(f"{x}64" for x in s.inputs)
+    unchanged = "".join(
+        f"    np.testing.assert_array_equal(backend.to_numpy({x}), {x}64)\n" for x in s.inputs
+    )
+    min_dims = 1 if s.kind == "rows" else 0
+    cpu_only_tests = ""
+    if s.cuda_only:
+        cpu_only_tests = f"""
+
+# A CUDA-only op: every framework gets the library's ValueError for a CPU array, eagerly, under
+# jax.jit and through autograd. These run without a GPU.
+CPU_BACKENDS = [b for b in ALL_BACKENDS if b.device == "cpu"]
+
+
+@pytest.mark.parametrize("backend", backend_params(CPU_BACKENDS), indirect=True)
+def test_{s.op}_refuses_cpu_arrays(backend: Backend) -> None:
+    arrays = [backend.asarray(np.ones((2, 3)), "float32") for _ in range({n})]
+    with pytest.raises(ValueError, match="only a CUDA implementation"):
+        backend.run(lambda *a: {s.lib}.{s.op}(*a{attr_args}), *arrays)
+    if backend.framework == "torch":  # through the PyTorch custom op (autograd)
+        arrays[0].requires_grad_()
+        with pytest.raises(ValueError, match="only a CUDA implementation"):
+            {s.lib}.{s.op}(*arrays{attr_args})
+"""
+    return f'''"""{s.op}: a framework x device x dtype x shape matrix against a float64 reference, gradients
+and a property test (scaffolded by tools/new_op.py)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from backends import ALL_BACKENDS, DTYPES, Backend, backend_out_params, backend_params, check_native, shape_id
+from cases import OpCase
+from hypothesis import given
+from hypothesis import strategies as st
+from properties import PROFILE_SETTINGS, _dtypes_for, float_arrays, shapes
+from reference import random_data
+
+import {s.lib}
+from {s.lib}.ops import OPS
+
+
+# ---- What the author edits: the float64 reference and the tolerances, nothing else. --------
+def reference({ref_params}) -> np.ndarray:
+    """{s.op} in float64, from the float64 values of the inputs as stored."""
+{body}
+
+# (rtol, atol) of the results per dtype, against the reference. These allow a few roundings in
+# the compute type (float32 for 16-bit inputs); math with exp or tanh needs about 1e-6 relative
+# in float32.
+TOLERANCES = {{
+    "float16": (2e-3, 1e-5),
+    "bfloat16": (1.6e-2, 1e-5),
+    "float32": (3e-5, 1e-6),
+    "float64": (1e-12, 1e-14),
+}}
+MAX_ABS = 16.0  # inputs of the property test are within [-MAX_ABS, MAX_ABS]
+# Example values of the scalar arguments.
+{attr_consts}# ----------------------------------------------------------------------------------------------
+
+DEVICES = next(spec for spec in OPS if spec.name == "{s.op}").devices
+BACKENDS = tuple(b for b in ALL_BACKENDS if b.device in DEVICES)
+SHAPES = {shapes}
+NAN = float("nan")
+DIFFERENTIABLE = [b for b in BACKENDS if b.framework in ("torch", "jax", "paddle")]
+
+# The example call the cross-cutting suites (bad input, threads, lifetimes, the ABI) make.
+CASE = OpCase(
+    "{s.op}",
+    ({inputs_tuple}),
+    lambda {lam}, out=None: {s.lib}.{s.op}({lam}{attr_args}, out=out),
+    reference=lambda {lam}: reference({lam}{attr_args}),
+    exports={{"{s.op}": {len(s.abi_names)}}},{chr(10) + "    reduction=True," if s.kind == "rows" else ""}
+)
+
+
+def assert_close(actual: np.ndarray, expected: np.ndarray, dtype: str) -> None:
+    rtol, atol = TOLERANCES[dtype]
+    assert actual.shape == expected.shape, f"shape {{actual.shape}} != {{expected.shape}}"
+    np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol, equal_nan=True)
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=shape_id)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(("backend", "out_mode"), backend_out_params(BACKENDS), indirect=["backend"])
+def test_{s.op}_matches_reference(backend: Backend, out_mode: str, dtype: str, shape) -> None:
+{make_inputs}    {names64} = {as64}
+    if out_mode == "out":
+        buffer, out = backend.guarded_out(shape, dtype, sentinel=NAN)
+        assert backend.run({s.lib}.{s.op}, {lam}{attr_args}, out=out) is out
+        guards = backend.to_numpy(buffer)
+        assert np.isnan(guards[:16]).all() and np.isnan(guards[-16:]).all(), "stray write"
+        result = out
+    else:
+        result = backend.run({s.lib}.{s.op}, {lam}{attr_args})
+        check_native(backend, result, dtype, shape)
+    assert_close(backend.to_numpy(result), reference({names64}{attr_args}), dtype)
+{unchanged}
+
+@pytest.mark.parametrize("backend", backend_params(BACKENDS), indirect=True)
+def test_{s.op}_rejects_bad_input(backend: Backend) -> None:
+    good = [backend.asarray(np.ones((2, 3)), "float32") for _ in range({n})]
+    with pytest.raises(TypeError, match="{first} has unsupported dtype int32"):
+        backend.run({s.lib}.{s.op}, backend.asarray(np.ones((2, 3)), "int32"), *good[1:]{attr_args})
+    with pytest.raises(TypeError, match="{first} must be an array"):
+        {s.lib}.{s.op}([1.0, 2.0], *good[1:]{attr_args})
+
+
+@pytest.mark.parametrize("backend", backend_params(DIFFERENTIABLE), indirect=True)
+def test_{s.op}_gradients(backend: Backend) -> None:
+    """The op's vjp against central differences of the float64 reference."""
+    shape = (3, 4)
+    data = [random_data(shape, seed=10 + i) for i in range({n})]
+    weights = random_data(shape, seed=20)  # the gradient flowing in
+    arrays = [backend.asarray(d, "float64") for d in data]
+    grad_in = backend.asarray(weights, "float64")
+    if backend.framework == "torch":
+        for a in arrays:
+            a.requires_grad_()
+        {s.lib}.{s.op}(*arrays{attr_args}).backward(grad_in)
+        grads = [a.grad for a in arrays]
+    elif backend.framework == "jax":
+        import jax
+
+        _, pullback = jax.vjp(lambda *a: {s.lib}.{s.op}(*a{attr_args}), *arrays)
+        grads = list(pullback(grad_in))
+    else:
+        for a in arrays:
+            a.stop_gradient = False
+        {s.lib}.{s.op}(*arrays{attr_args}).backward(grad_in)
+        grads = [a.grad for a in arrays]
+    h = 1e-6
+    for i, g in enumerate(grads):
+        expected = np.empty(shape)
+        for j in np.ndindex(*shape):
+            up, down = [a.copy() for a in data], [a.copy() for a in data]
+            up[i][j] += h
+            down[i][j] -= h
+            change = reference(*up{attr_args}) - reference(*down{attr_args})
+            expected[j] = np.sum(change * weights) / (2 * h)
+        np.testing.assert_allclose(backend.to_numpy(g), expected, rtol=1e-5, atol=1e-7, err_msg=f"{{i}}")
+{cpu_only_tests}
+
+# -- properties (Hypothesis; shared machinery in properties.py) ------------------------------
+@pytest.mark.parametrize("backend", backend_params(BACKENDS), indirect=True)
+@PROFILE_SETTINGS
+@given(data=st.data())
+def test_{s.op}_property(backend: Backend, data) -> None:
+    dtype = data.draw(st.sampled_from(_dtypes_for(backend)), label="dtype")
+    shape = data.draw(shapes(min_dims={min_dims}), label="shape")
+    values = [
+        data.draw(float_arrays(shape, dtype, max_abs=MAX_ABS, min_abs=2.0**-8), label=name)
+        for name in CASE.arrays
+    ]
+    arrays = [backend.asarray(v, dtype) for v in values]
+    stored = [backend.to_numpy(a) for a in arrays]
+    result = backend.run({s.lib}.{s.op}, *arrays{attr_args})
+    check_native(backend, result, dtype, shape)
+    assert_close(backend.to_numpy(result), reference(*stored{attr_args}), dtype)
+    for a, before in zip(arrays, stored, strict=True):
+        np.testing.assert_array_equal(backend.to_numpy(a), before)
+    assert math.prod(shape) == backend.to_numpy(result).size
+'''
+
+
+# ---------------------------------------------------------------------------------------------
 def library_name() -> str:
     packages = [p.name for p in (ROOT / "python").iterdir() if (p / "__init__.py").exists()]
     if len(packages) != 1:
@@ -36,136 +779,84 @@ def library_name() -> str:
     return packages[0]
 
 
-def derive(text: str, op: str, lib: str) -> str:
-    """scale's source rewritten for `op`, leaving the library's own name alone."""
-    protected = {lib: "\0lib\0", lib.upper(): "\0LIB\0"}
-    for name, placeholder in protected.items():
-        text = text.replace(name, placeholder)
-    camel = "".join(part.capitalize() for part in op.split("_"))
-    text = text.replace("Scale", camel).replace("SCALE", op.upper())
-    text = re.sub(r"(?<![A-Za-z0-9])scale(?![A-Za-z0-9])", op, text)
-    for name, placeholder in protected.items():
-        text = text.replace(placeholder, name)
-    return MARKER.sub("", text)  # the docs' include markers belong to scale alone
+def _identifier(name: str, what: str) -> str:
+    if not re.fullmatch(r"[a-z][a-z0-9_]*", name) or keyword.iskeyword(name):
+        sys.exit(f"error: {what} {name!r} must be a lowercase Python identifier")
+    return name
 
 
-PUBLIC_API = '''
-
-# ---------------------------------------------------------------------------------------------
-# {op}: scaffolded by tools/new_op.py as out = x * factor. Edit kernels/{op}.cu, kernels/{op}_cpu.cc,
-# this declaration (inputs, attrs, vjp) and the docstring.
-# ---------------------------------------------------------------------------------------------
-_{op} = Op(
-    "{op}",
-    attrs=(("factor", float),),
-    vjp=lambda grad, out, x, factor: ({op}(grad, factor),),
-    cuda_graph_safe=True,
-)
-
-
-def {op}(x: ArrayT, factor: float, *, out: ArrayT | None = None) -> ArrayT:
-    """``out = x * factor`` (scaffolded: describe what {op} computes).
-
-    Args:
-        x: A contiguous float16, bfloat16, float32 or float64 array from any supported framework.
-        factor: A real number.
-        out: Optional array to write into, like ``x`` (not for JAX).
-
-    Returns:
-        ``out``, or a new array like ``x``.
-    """
-    return _{op}.call((x,), (_real_scalar(factor, "factor"),), out)
-'''
-
-TEST = '''"""{op}: a framework x device x dtype x shape matrix (scaffolded by tools/new_op.py)."""
-
-from __future__ import annotations
-
-import numpy as np
-import pytest
-from backends import DTYPES, Backend, backend_out_params, backend_params, check_native, shape_id
-from reference import assert_close, random_data
-
-import {lib}
-
-SHAPES = [(), (0,), (1,), (7,), (255,), (257,), (4097,), (2**20 + 3,), (3, 5), (2, 3, 4)]
-FACTOR = -1.5
-NAN = float("nan")
+def parse(argv: list[str]) -> tuple[Spec, bool]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("name", help="the op's name, a lowercase identifier such as fused_add")
+    parser.add_argument("--inputs", default="x", help="its array arguments, comma-separated (default: x)")
+    parser.add_argument(
+        "--attrs", default="", help="its scalar arguments, NAME:float|int|bool, comma-separated"
+    )
+    parser.add_argument(
+        "--kind", choices=KINDS, default="elementwise", help="its pattern (default: elementwise)"
+    )
+    parser.add_argument("--cuda-only", action="store_true", help="a CUDA implementation only (no CPU twin)")
+    parser.add_argument("--no-format", action="store_true", help="do not run clang-format and ruff format")
+    args = parser.parse_args(argv)
+    inputs = tuple(_identifier(n.strip(), "input") for n in args.inputs.split(",") if n.strip())
+    attrs = []
+    for item in filter(None, (a.strip() for a in args.attrs.split(","))):
+        name, _, kind = item.partition(":")
+        if kind not in ATTR_TYPES:
+            sys.exit(f"error: attribute {item!r}: write NAME:TYPE with TYPE one of {', '.join(ATTR_TYPES)}")
+        attrs.append(Attr(_identifier(name, "attribute"), kind))
+    names = [*inputs, *(a.name for a in attrs), "out"]
+    if not inputs or len(set(names)) != len(names):
+        sys.exit(f"error: inputs and attributes need distinct names other than 'out'; got {names[:-1]}")
+    op = _identifier(args.name, "op name")
+    return Spec(op, library_name(), inputs, tuple(attrs), args.kind, args.cuda_only), not args.no_format
 
 
-def reference(x: np.ndarray, factor: float) -> np.ndarray:
-    """{op} in float64: edit together with the kernels."""
-    return x.astype(np.float64) * factor
+def _formatter(name: str) -> str | None:
+    beside = Path(sys.executable).parent / name
+    return str(beside) if beside.exists() else shutil.which(name)
 
 
-@pytest.mark.parametrize("shape", SHAPES, ids=shape_id)
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize(("backend", "out_mode"), backend_out_params(), indirect=["backend"])
-def test_{op}_matches_reference(backend: Backend, out_mode: str, dtype: str, shape) -> None:
-    x = backend.asarray(random_data(shape, seed=sum(shape) + 1), dtype)
-    x64 = backend.to_numpy(x)
-    if out_mode == "out":
-        buffer, out = backend.guarded_out(shape, dtype, sentinel=NAN)
-        assert backend.run({lib}.{op}, x, FACTOR, out=out) is out
-        guards = backend.to_numpy(buffer)
-        assert np.isnan(guards[:16]).all() and np.isnan(guards[-16:]).all(), "stray write"
-        result = out
-    else:
-        result = backend.run({lib}.{op}, x, FACTOR)
-        check_native(backend, result, dtype, shape)
-    assert_close(backend.to_numpy(result), reference(x64, FACTOR), dtype)
-    np.testing.assert_array_equal(backend.to_numpy(x), x64)
-
-
-@pytest.mark.parametrize("backend", backend_params(), indirect=True)
-def test_{op}_rejects_bad_input(backend: Backend) -> None:
-    with pytest.raises(TypeError, match="x has unsupported dtype int32"):
-        backend.run({lib}.{op}, backend.asarray(np.ones(3), "int32"), FACTOR)
-    with pytest.raises(TypeError, match="factor must be a real number"):
-        backend.run({lib}.{op}, backend.asarray(np.ones(3), "float32"), "1")
-    with pytest.raises(TypeError, match="x must be an array"):
-        {lib}.{op}([1.0, 2.0], FACTOR)
-'''
-
-
-def add_to_init(init: Path, op: str) -> None:
-    text = init.read_text()
-    imports = re.search(r"^from \.ops import (.+)$", text, re.MULTILINE)
-    names = sorted({*(n.strip() for n in imports.group(1).split(",")), op})
-    text = text.replace(imports.group(0), f"from .ops import {', '.join(names)}")
-    listing = re.search(r"__all__ = \[(.*?)\]", text, re.DOTALL)
-    exported = sorted({*re.findall(r'"([^"]+)"', listing.group(1)), op}, key=lambda s: s.lstrip("_"))
-    body = "".join(f'    "{name}",\n' for name in exported)
-    init.write_text(text.replace(listing.group(0), f"__all__ = [\n{body}]"))
+def format_files(paths: list[Path]) -> None:
+    """Format what was written with the project's formatters, where they are installed."""
+    cpp = [str(p) for p in paths if p.suffix in (".h", ".cu", ".cc", ".cuh")]
+    py = [str(p) for p in paths if p.suffix == ".py"]
+    for tool, files, cmd in (("clang-format", cpp, ["-i"]), ("ruff", py, ["format", "-q"])):
+        exe = _formatter(tool)
+        if exe is None:
+            print(f"note: {tool} not found; run `pre-commit run --all-files` to format the new files")
+        elif files:
+            subprocess.run([exe, *cmd, *files], check=True, cwd=ROOT)
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("name", help="the op's name, a lowercase identifier such as fused_add")
-    args = parser.parse_args(argv)
-    op, lib = args.name, library_name()
-    if not re.fullmatch(r"[a-z][a-z0-9_]*", op) or keyword.iskeyword(op):
-        sys.exit(f"error: {op!r} must be a lowercase Python identifier")
-    sources = {
-        f"kernels/{TEMPLATE_OP}.h": f"kernels/{op}.h",
-        f"kernels/{TEMPLATE_OP}.cu": f"kernels/{op}.cu",
-        f"kernels/{TEMPLATE_OP}_cpu.cc": f"kernels/{op}_cpu.cc",
-        f"bindings/{TEMPLATE_OP}_binding.cc": f"bindings/{op}_binding.cc",
+    s, run_formatters = parse(argv)
+    created = {
+        f"kernels/{s.op}.h": header(s),
+        f"kernels/{s.op}.cu": cuda_source(s),
+        f"bindings/{s.op}_binding.cc": binding(s),
+        f"tests/test_{s.op}.py": test_file(s),
+        f"docs/kernels/{s.op}.md": docs_page(s),
     }
-    created = [*sources.values(), f"tests/test_{op}.py"]
-    existing = [path for path in created if (ROOT / path).exists()]
-    ops_py = ROOT / "python" / lib / "ops.py"
-    if existing or re.search(rf"^def {op}\(", ops_py.read_text(), re.MULTILINE):
-        sys.exit(f"error: {op} exists already ({', '.join(existing) or 'ops.py'})")
-
-    for template, path in sources.items():
-        (ROOT / path).write_text(derive((ROOT / template).read_text(), op, lib))
-    (ROOT / f"tests/test_{op}.py").write_text(TEST.format(op=op, lib=lib))
-    ops_py.write_text(ops_py.read_text() + PUBLIC_API.format(op=op))
-    add_to_init(ROOT / "python" / lib / "__init__.py", op)
-
-    print(f"created {', '.join(created)}; added {lib}.{op} to python/{lib}/ops.py and __init__.py")
-    print(f"next: rebuild (pip install -e ... or python3 tools/dev.py tests -- tests/test_{op}.py)")
+    if not s.cuda_only:
+        created[f"kernels/{s.op}_cpu.cc"] = cpu_source(s)
+    package = ROOT / "python" / s.lib
+    ops_py = package / "ops.py"
+    existing = [p for p in created if (ROOT / p).exists()]
+    if existing or f"# ===== op: {s.op} =====" in ops_py.read_text():
+        sys.exit(f"error: {s.op} exists already ({', '.join(existing) or 'ops.py'})")
+    for path, text in created.items():
+        (ROOT / path).write_text(text)
+    add_to_ops(ops_py, s)
+    add_to_init(package / "__init__.py", s.op)
+    add_readme_row(ROOT / "README.md", s)
+    if run_formatters:
+        format_files([ROOT / p for p in created] + [ops_py, package / "__init__.py"])
+    edited = [f"python/{s.lib}/ops.py", f"python/{s.lib}/__init__.py", "README.md"]
+    print(f"created {', '.join(created)}")
+    print(f"edited  {', '.join(edited)}")
+    print(f"next: write the math in kernels/{s.op}.h and the reference in tests/test_{s.op}.py, rebuild, and")
+    print(f"      run pytest tests/test_{s.op}.py (docs/adding_an_op.md)")
     return 0
 
 

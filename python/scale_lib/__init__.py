@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ._lib import BUILD_INFO, LIB
+from ._namespace import array_namespace
 from .ops import axpby, flatnonzero, l2_norm, rms_norm, scale
 
 __version__ = "0.1.0"
@@ -31,6 +32,7 @@ def cuda_available() -> bool:
 
 __all__ = [
     "__version__",
+    "array_namespace",
     "axpby",
     "build_info",
     "cuda_available",

@@ -75,7 +75,8 @@ class JaxAdapter(Adapter):
                 if _target(op) in done or op.spec.output.allocated_by_library:
                     continue
                 arg_spec = ["rets", "args", *(f"attrs.{a.name}" for a in op.spec.attrs)]
-                for platform in ("cpu", "gpu"):
+                # A CUDA-only op has no CPU target: its CPU refusal is raised at trace time.
+                for platform in ("cpu", "gpu") if "cpu" in op.spec.devices else ("gpu",):
                     jax_tvm_ffi.register_ffi_target(
                         _target(op),
                         op.fn,
@@ -169,13 +170,27 @@ def _is_tracer(x: Any) -> bool:
     return isinstance(x, sys.modules["jax"].core.Tracer)
 
 
+def _platform(x: Any) -> str:
+    """Where ``x`` is, or for a tracer where the traced computation will run: the devices of its
+    sharding where the trace knows them, else JAX's default backend."""
+    jax = sys.modules["jax"]
+    if not _is_tracer(x):
+        return str(next(iter(x.devices())).platform)
+    sharding = getattr(jax.typeof(x), "sharding", None)
+    mesh = getattr(sharding, "mesh", None)
+    if isinstance(mesh, jax.sharding.Mesh) and mesh.devices.size:  # not an AbstractMesh
+        return str(mesh.devices.flat[0].platform)
+    return str(jax.default_backend())
+
+
 def _check_platform(op: Op, x: Any) -> None:
-    if _is_tracer(x):
+    if _is_tracer(x) and not op.cuda_only:
         return  # placement is decided at lowering time; XLA picks the target by platform
-    platform = next(iter(x.devices())).platform
-    if platform == "cpu" and "cpu" not in op.spec.devices:
+    platform = _platform(x)
+    if platform == "cpu" and op.cuda_only:
+        where = "traced for the CPU" if _is_tracer(x) else "on the CPU"
         raise ValueError(
-            f"x is a JAX array on the CPU, but {op.name} has only a CUDA implementation; pass a GPU array"
+            f"x is a JAX array {where}, but {op.name} has only a CUDA implementation; pass a GPU array"
         )
     if platform in ("gpu", "cuda") and not WITH_CUDA:
         raise ValueError(

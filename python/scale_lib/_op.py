@@ -47,6 +47,10 @@ class Op:
         self.attr_types = tuple(a.type for a in spec.attrs)
         self._minimums = tuple((i, a.minimum) for i, a in enumerate(spec.attrs) if a.minimum is not None)
         self._converters = tuple(_converter(a) for a in spec.attrs)
+        unknown = set(spec.devices) - {"cpu", "cuda"}
+        if unknown or not spec.devices:
+            raise ValueError(f"{spec.name}: devices must be some of 'cpu', 'cuda'; got {spec.devices}")
+        self.cuda_only = "cpu" not in spec.devices
 
     def __repr__(self) -> str:
         return f"<scale_lib op {self.name}>"
@@ -64,6 +68,15 @@ class Op:
         if len(attrs) != len(self._converters):
             raise TypeError(f"{self.name} takes {len(self._converters)} scalar argument(s); got {len(attrs)}")
         return tuple([convert(value) for convert, value in zip(self._converters, attrs, strict=True)])
+
+    def check_device(self, device_type: str, arg_name: str = "x") -> None:
+        """The library's refusal of a CPU array for an op with only a CUDA implementation, for
+        calls that the framework runs before the library sees them (autograd, tracing)."""
+        if device_type == "cpu" and self.cuda_only:
+            raise ValueError(
+                f"{arg_name} is a CPU array, but {self.name} has only a CUDA implementation; "
+                "pass a CUDA array"
+            )
 
     def output_shape(self, inputs: tuple[Any, ...]) -> Shape:
         like = inputs[self.like_index]

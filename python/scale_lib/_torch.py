@@ -128,6 +128,7 @@ class TorchAdapter(Adapter):
             _check_no_tangent(inputs, op.input_names)
         if x.device.type not in ("cpu", "cuda", "meta"):
             raise ValueError(f"x is on unsupported device {x.device}; scale_lib supports cpu and cuda")
+        op.check_device(x.device.type)
         functional, out_variant = self._custom_ops[op.name]
         if out is None:
             return functional(*inputs, *attrs)
@@ -213,6 +214,7 @@ def _check_fake(op: Op, args: tuple[Any, ...], out: Any = None) -> None:
     memory)."""
     inputs = args[: op.n_inputs]
     op.check_abstract(inputs)
+    op.check_device(inputs[0].device.type)
     op.convert_attrs(tuple(args[op.n_inputs :]))
     named = [
         (spec.name, t, spec.rows) for spec, t in zip(op.spec.inputs, inputs, strict=True) if t is not None
@@ -240,6 +242,7 @@ def _define(op: Op) -> None:
         + [f"{_SCHEMA_TYPE[a.type]} {a.name}" for a in spec.attrs]
     )
     qualname = f"{NAMESPACE}::{op.name}"
+    devices = tuple(spec.devices)  # kernels only where the op has them (a CUDA-only op: "cuda")
     _library.define(f"{op.name}({args}) -> Tensor")
 
     if spec.output.allocated_by_library:
@@ -287,10 +290,10 @@ def _define(op: Op) -> None:
             if out.shape != expected.shape:
                 raise ValueError(f"out must have shape {tuple(expected.shape)}; got {tuple(out.shape)}")
 
-        torch.library.impl(f"{qualname}_out", ("cpu", "cuda"), out_variant, lib=_library)
+        torch.library.impl(f"{qualname}_out", devices, out_variant, lib=_library)
         torch.library.register_fake(f"{qualname}_out", fake_out, lib=_library)
 
-    torch.library.impl(qualname, ("cpu", "cuda"), functional, lib=_library)
+    torch.library.impl(qualname, devices, functional, lib=_library)
     torch.library.register_fake(qualname, fake, lib=_library)
     if spec.vjp is not None:
         setup_context, backward = _autograd(op, spec.vjp)
