@@ -482,12 +482,14 @@ def test_paddle_out_writes_bump_inplace_version(spec: OpSpec) -> None:
 def _foreign(framework: str, a: np.ndarray) -> Any:
     if framework == "numpy":
         return a
-    if framework == "jax":
-        return _need("jax").numpy.asarray(a)
+    if framework == "jax":  # on the CPU, like x, also where JAX's default device is a GPU
+        jax = _need("jax")
+        return jax.device_put(a, jax.devices("cpu")[0])
     if framework == "torch":
         return _need("torch").from_numpy(a)
     if framework == "paddle":
-        return _need("paddle").to_tensor(a)
+        paddle = _need("paddle")
+        return paddle.to_tensor(a, place=paddle.CPUPlace())
     raise AssertionError(framework)
 
 
