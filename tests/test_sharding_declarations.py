@@ -79,6 +79,7 @@ def _torch_strategies(spec: OpSpec, *ndims: int, dtype: str = "float32") -> list
 
 
 def test_torch_rows_replicate_per_feature_inputs() -> None:
+    pytest.importorskip("torch.distributed.tensor")
     from torch.distributed.tensor import Replicate, Shard
 
     r, s0, s1 = Replicate(), Shard(0), Shard(1)
@@ -90,6 +91,7 @@ def test_torch_rows_replicate_per_feature_inputs() -> None:
 
 
 def test_torch_rows_sum_over_dropped_rows() -> None:
+    pytest.importorskip("torch.distributed.tensor")
     from torch.distributed.tensor import Partial, Replicate, Shard
 
     assert _torch_strategies(GAMMA_GRAD, 2, 2) == [
@@ -99,6 +101,7 @@ def test_torch_rows_sum_over_dropped_rows() -> None:
 
 
 def test_torch_only_linear_ops_keep_partial() -> None:
+    pytest.importorskip("torch.distributed.tensor")
     from torch.distributed.tensor import Partial
 
     def partial(spec: OpSpec, *ndims: int) -> list[Any]:
