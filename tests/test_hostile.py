@@ -99,12 +99,24 @@ def _run_isolated(code: str, env: dict[str, str] | None = None) -> subprocess.Co
     )
 
 
+# The torch cases that matter most on a GPU run on CUDA tensors too where a GPU is present.
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
+
+
+def _need_device(device: str) -> None:
+    torch = _need("torch")
+    if device == "cuda" and not (torch.cuda.is_available() and scale_lib.cuda_available()):
+        pytest.skip("no CUDA GPU visible to torch, or a CPU-only build")
+
+
 # ---------------------------------------------------------------------------------------------
 # 1. Freed storage: a null data pointer with elements (FSDP frees storage between steps)
 # ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("spec", ops())
-def test_freed_torch_storage_is_a_value_error_library_check(spec: OpSpec) -> None:
+def test_freed_torch_storage_is_a_value_error_library_check(spec: OpSpec, device: str) -> None:
     _need("torch")
+    _need_device(device)
     child = _run_isolated(
         f"""
         import numpy as np, torch, scale_lib
@@ -115,7 +127,7 @@ def test_freed_torch_storage_is_a_value_error_library_check(spec: OpSpec) -> Non
         def inputs():
             shapes = [(4, 8) if i == 0 or s.shape is None else tuple(s.shape((4, 8)))
                       for i, s in enumerate(spec.inputs)]
-            return [torch.from_numpy((rng.random(sh) + 0.5).astype(s.dtype or "float32"))
+            return [torch.from_numpy((rng.random(sh) + 0.5).astype(s.dtype or "float32")).to({device!r})
                     for sh, s in zip(shapes, spec.inputs)]
         attrs = tuple({{float: 1.5, int: 1, bool: True}}[a.type] for a in spec.attrs)
         def freed(t):
@@ -163,15 +175,17 @@ def test_freed_torch_storage_is_a_value_error_library_check(spec: OpSpec) -> Non
 # ---------------------------------------------------------------------------------------------
 # 2. Silent wrong answers (PyTorch)
 # ---------------------------------------------------------------------------------------------
-def _torch_inputs(spec: OpSpec, seed: int = 0) -> list[Any]:
+def _torch_inputs(spec: OpSpec, seed: int = 0, device: str = "cpu") -> list[Any]:
     torch = _need("torch")
-    return [torch.from_numpy(a) for a in example(spec, seed=seed)]
+    return [torch.from_numpy(a).to(device) for a in example(spec, seed=seed)]
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("spec", ops())
-def test_torch_negative_bit_inputs_are_resolved(spec: OpSpec) -> None:
+def test_torch_negative_bit_inputs_are_resolved(spec: OpSpec, device: str) -> None:
     torch = _need("torch")
-    inputs = _torch_inputs(spec)
+    _need_device(device)
+    inputs = _torch_inputs(spec, device=device)
     expected = call(spec, inputs)
     for i in range(len(inputs)):
         negated = torch._neg_view(-inputs[i])  # the same values, read through the negative bit
@@ -185,10 +199,12 @@ def test_torch_negative_bit_inputs_are_resolved(spec: OpSpec) -> None:
     torch.testing.assert_close(call(spec, [imag, *inputs[1:]]), expected)
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("spec", ops(has_out))
-def test_torch_negative_bit_out_is_refused(spec: OpSpec) -> None:
+def test_torch_negative_bit_out_is_refused(spec: OpSpec, device: str) -> None:
     torch = _need("torch")
-    inputs = _torch_inputs(spec)
+    _need_device(device)
+    inputs = _torch_inputs(spec, device=device)
     like = call(spec, inputs)
     base = torch.full_like(like, float("nan"))
     out = torch._neg_view(base)
@@ -269,10 +285,12 @@ def test_torch_fake_implementation_checks_what_the_library_checks(spec: OpSpec) 
         assert name in str(real.value), (label, real.value, fake.value)
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("spec", ops(has_out))
-def test_out_writes_bump_torch_version_counter(spec: OpSpec) -> None:
+def test_out_writes_bump_torch_version_counter(spec: OpSpec, device: str) -> None:
     torch = _need("torch")
-    inputs = _torch_inputs(spec)
+    _need_device(device)
+    inputs = _torch_inputs(spec, device=device)
     out = torch.empty_like(call(spec, inputs))
     before = out._version
     assert call(spec, inputs, out=out) is out
@@ -402,6 +420,28 @@ def test_out_partially_overlapping_any_input_is_refused_library_check(spec: OpSp
         with pytest.raises(ValueError, match="overlap"):
             call(spec, [*inputs[:i], arr, *inputs[i + 1 :]], out=out)
         np.testing.assert_array_equal(buffer, before, err_msg=f"out overlapping {inp.name} was written")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("spec", ops(has_out))
+def test_cuda_out_partially_overlapping_any_input_is_refused_library_check(spec: OpSpec) -> None:
+    torch = _need("torch")
+    _need_device("cuda")
+    inputs = _torch_inputs(spec, device="cuda")
+    like = call(spec, inputs)
+    for i in range(len(spec.inputs)):
+        if inputs[i].dtype != like.dtype or inputs[i].numel() == 0:
+            continue
+        # out starts at the input's last element: they share exactly one element.
+        n_in, n_out = inputs[i].numel(), like.numel()
+        buffer = torch.full((n_in + n_out,), 0.75, dtype=like.dtype, device="cuda")
+        arr = buffer[:n_in].view(inputs[i].shape)
+        arr.copy_(inputs[i])
+        out = buffer[n_in - 1 : n_in - 1 + n_out].view(like.shape)
+        before = buffer.clone()
+        with pytest.raises(ValueError, match="overlap"):
+            call(spec, [*inputs[:i], arr, *inputs[i + 1 :]], out=out)
+        torch.testing.assert_close(buffer, before, rtol=0, atol=0)
 
 
 # ---------------------------------------------------------------------------------------------
