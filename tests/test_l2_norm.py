@@ -194,3 +194,9 @@ def test_large_inputs(large_torch) -> None:
     x = large_torch.ones(LARGE_N, dtype=large_torch.float16, device="cuda")
     expected = large_torch.tensor(math.sqrt(LARGE_N), dtype=large_torch.float16)
     assert scale_lib.l2_norm(x).cpu() == expected
+
+
+def test_workspace_size_of_a_negative_count_is_a_plain_value_error() -> None:
+    with pytest.raises(ValueError, match=r"^numel must be a non-negative multiple") as info:
+        scale_lib.lib.l2_norm_workspace_bytes(-1, 1)
+    assert "Check failed" not in str(info.value)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -424,3 +426,126 @@ def test_large_inputs(large_torch) -> None:
     for r in (0, 2**21 - 1, rows - 1):  # rows whose elements lie past 2^31
         expected = large_torch.nn.functional.rms_norm(x[r].float(), (hidden,), eps=1e-6).half()
         large_torch.testing.assert_close(y[r], expected, rtol=2e-3, atol=2e-3)
+
+
+# ---------------------------------------------------------------------------------------------
+# The bare ABI of rms_norm and its backward pieces: overlap judged by elements, plain messages,
+# eps exactly as documented. (The checks every export gets are in test_abi_guarantees.py.)
+# ---------------------------------------------------------------------------------------------
+LIB: Any = scale_lib.lib
+
+
+def test_output_that_is_the_same_array_as_a_read_only_argument_is_refused() -> None:
+    w = np.random.default_rng(5).uniform(0.5, 2, size=8).astype(np.float32)
+    x = np.random.default_rng(6).uniform(-1, 1, size=8).astype(np.float32)
+    before = w.copy()
+    with pytest.raises(ValueError, match=r"^out and weight overlap in memory; out must not share"):
+        LIB.rms_norm(w, x, w, 1e-6)
+    np.testing.assert_array_equal(w, before)
+
+
+def _rms_norm_reference(x: np.ndarray, w: np.ndarray | None, eps: float) -> np.ndarray:
+    x64 = x.astype(np.float64)
+    r = x64 / np.sqrt(np.mean(x64 * x64, axis=-1, keepdims=True) + eps)
+    return r * w if w is not None else r
+
+
+def test_interleaved_views_of_one_buffer_are_disjoint() -> None:
+    wide = np.random.default_rng(1).uniform(-1, 1, size=(5, 8)).astype(np.float32)
+    x = wide[:, :4]
+    expected = _rms_norm_reference(x, None, 1e-6)
+    LIB.rms_norm(wide[:, 4:], x, None, 1e-6)
+    np.testing.assert_allclose(wide[:, 4:], expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(wide[:, :4], x)
+    # And the other way round, with a gap: out at columns 0-2, x at 4-6.
+    wide = np.random.default_rng(2).uniform(-1, 1, size=(5, 8)).astype(np.float32)
+    expected = _rms_norm_reference(wide[:, 4:7], None, 1e-6)
+    LIB.rms_norm(wide[:, 0:3], wide[:, 4:7], None, 1e-6)
+    np.testing.assert_allclose(wide[:, 0:3], expected, rtol=1e-5, atol=1e-6)
+
+
+def test_interleaved_views_that_share_a_column_overlap() -> None:
+    wide = np.zeros((5, 8), dtype=np.float32)
+    with pytest.raises(ValueError, match=r"^out and x overlap in memory without being the same array"):
+        LIB.rms_norm(wide[:, 3:7], wide[:, 0:4], None, 1e-6)
+
+
+def test_weight_that_is_a_row_of_x_written_in_place_is_refused() -> None:
+    x = np.random.default_rng(3).uniform(-1, 1, size=(4, 8)).astype(np.float32)
+    before = x.copy()
+    with pytest.raises(ValueError, match=r"^out and weight overlap in memory; out must not share"):
+        LIB.rms_norm(x, x, x[2], 1e-6)
+    np.testing.assert_array_equal(x, before)
+
+
+def test_weight_beside_x_in_one_buffer_is_accepted() -> None:
+    buffer = np.random.default_rng(4).uniform(0.5, 2, size=(5, 8)).astype(np.float32)
+    x, weight = buffer[:4], buffer[4]
+    expected = _rms_norm_reference(x, weight, 1e-6)
+    LIB.rms_norm(x, x, weight, 1e-6)
+    np.testing.assert_allclose(x, expected, rtol=1e-5)
+
+
+# ---------------------------------------------------------------------------------------------
+# Plain messages; eps exactly as documented.
+# ---------------------------------------------------------------------------------------------
+_USER_ERRORS: list[tuple[str, Callable[[], object], str]] = [
+    (
+        "eps",
+        lambda: LIB.rms_norm(*(np.ones((2, 4), np.float32),) * 2, None, -1.0),
+        "eps must be non-negative",
+    ),
+    (
+        "eps_nan",
+        lambda: LIB.rms_norm_rstd(np.ones(2), np.ones((2, 4), np.float32), float("nan")),
+        "eps must be",
+    ),
+    (
+        "rstd",
+        lambda: LIB.rms_norm_rstd(np.ones(3), np.ones((2, 4), np.float32), 0.0),
+        "rstd must have one element",
+    ),
+]
+
+
+@pytest.mark.parametrize(("case", "call", "message"), _USER_ERRORS, ids=[c[0] for c in _USER_ERRORS])
+def test_rms_norm_user_errors_have_plain_messages(
+    case: str, call: Callable[[], object], message: str
+) -> None:
+    with pytest.raises(ValueError, match=f"^{message}") as info:
+        call()
+    assert "Check failed" not in str(info.value)
+
+
+def test_eps_is_added_as_given_in_the_accumulation_type() -> None:
+    eps = 1e-39  # subnormal in float32: the old rule raised it to 2**-126
+    rstd = np.zeros(2)
+    x = np.zeros((2, 4), np.float32)
+    x[1, 0] = 1e-30  # its square underflows to 0 in float32: the row's mean is 0 too
+    LIB.rms_norm_rstd(rstd, x, eps)
+    expected = np.float32(1) / np.sqrt(np.float32(eps))
+    np.testing.assert_allclose(rstd, [expected, expected], rtol=1e-6)
+    out = np.full_like(x, np.nan)
+    LIB.rms_norm(out, x, None, eps)
+    np.testing.assert_array_equal(out[0], 0)  # a zero row stays finite
+    np.testing.assert_allclose(out[1], x[1] * expected, rtol=1e-6)
+
+
+def test_positive_eps_below_the_accumulation_precision_is_its_smallest_subnormal() -> None:
+    eps = 1e-50  # rounds to 0 in float32: the kernel adds 2**-149 instead, and zero rows stay 0
+    x = np.zeros((2, 4), np.float32)
+    x[1, 0] = 1e-30
+    rstd = np.zeros(2)
+    LIB.rms_norm_rstd(rstd, x, eps)
+    smallest = np.float32(2.0**-149)
+    np.testing.assert_allclose(rstd, np.float32(1) / np.sqrt(smallest), rtol=1e-6)
+    out = np.full_like(x, np.nan)
+    LIB.rms_norm(out, x, None, eps)
+    np.testing.assert_array_equal(out[0], 0)
+    np.testing.assert_allclose(out[1], x[1] / np.sqrt(smallest), rtol=1e-6)
+    out64 = np.full((1, 4), np.nan)
+    LIB.rms_norm(out64, np.zeros((1, 4)), None, eps)  # float64 holds 1e-50 as given
+    np.testing.assert_array_equal(out64, 0)
+    rstd64 = np.zeros(1)
+    LIB.rms_norm_rstd(rstd64, np.zeros((1, 4)), eps)
+    np.testing.assert_allclose(rstd64, 1 / np.sqrt(eps), rtol=1e-12)
