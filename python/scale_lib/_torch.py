@@ -116,7 +116,8 @@ class TorchAdapter(Adapter):
     # [torch_route.end]
 
     def call(self, op: Op, inputs: tuple[Any, ...], attrs: tuple[Any, ...], out: Any) -> Any:
-        if _pending_strategies or op.spec.sharding is None:  # see "DTensor" below
+        # See "DTensor" below. Registering strategies is a side effect torch.compile must not trace.
+        if (_pending_strategies or op.spec.sharding is None) and not _dynamo_compiling():
             _before_custom_op_call(op, inputs)
         x = inputs[0]
         if not _dynamo_compiling():  # under torch.compile, the fake implementation checks
