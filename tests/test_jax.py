@@ -121,3 +121,29 @@ def test_cuda_graph_capture_under_xla() -> None:
     )
     child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert child.returncode == 0 and "ok" in child.stdout, child.stderr[-3000:]
+
+
+def test_cuda_only_op_is_refused_when_lowered_for_the_cpu() -> None:
+    # Under jax.jit the platform is known only when XLA lowers the program (a committed CPU array
+    # on a GPU machine, jax.export for another platform): a CUDA-only op's CPU refusal is made
+    # there, as the library's ValueError, and lowering for CUDA is untouched. The scale export,
+    # declared CUDA-only, stands in for a fork's CUDA-only op.
+    from scale_lib import _jax
+    from scale_lib._op import Op
+    from scale_lib._spec import Attr, OpSpec
+
+    op = Op(OpSpec("scale", attrs=(Attr("factor", float),), devices=("cuda",)))
+
+    def f(x):
+        return _jax.ADAPTER.call(op, (x,), (2.0,), None)
+
+    arg = jax.ShapeDtypeStruct((4, 8), jnp.float32)
+    with pytest.raises(ValueError, match="placed on the CPU, but scale has only a CUDA implementation"):
+        jax.export.export(jax.jit(f), platforms=["cpu"])(arg)
+    with pytest.raises(ValueError, match="placed on the CPU"):
+        jax.export.export(jax.jit(jax.vmap(f)), platforms=["cpu"])(jax.ShapeDtypeStruct((2, 4, 8), jnp.float32))
+    unchecked = [jax.export.DisabledSafetyCheck.custom_call("scale_lib.scale")]
+    text = jax.export.export(jax.jit(f), platforms=["cuda"], disabled_checks=unchecked)(arg).mlir_module()
+    assert "scale_lib.scale" in text
+    with pytest.raises(ValueError, match="JAX array on the CPU, but scale has only a CUDA implementation"):
+        f(jax.device_put(jnp.ones((4, 8), jnp.float32), jax.devices("cpu")[0]))

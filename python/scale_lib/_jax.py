@@ -170,41 +170,60 @@ def _is_tracer(x: Any) -> bool:
     return isinstance(x, sys.modules["jax"].core.Tracer)
 
 
-def _platform(x: Any) -> str:
-    """Where ``x`` is, or for a tracer where the traced computation will run: the devices of its
-    sharding where the trace knows them, else JAX's default backend."""
-    jax = sys.modules["jax"]
-    if not _is_tracer(x):
-        return str(next(iter(x.devices())).platform)
-    sharding = getattr(jax.typeof(x), "sharding", None)
-    mesh = getattr(sharding, "mesh", None)
-    if isinstance(mesh, jax.sharding.Mesh) and mesh.devices.size:  # not an AbstractMesh
-        return str(mesh.devices.flat[0].platform)
-    return str(jax.default_backend())
-
-
 def _check_platform(op: Op, x: Any) -> None:
-    if _is_tracer(x) and not op.cuda_only:
-        return  # placement is decided at lowering time; XLA picks the target by platform
-    platform = _platform(x)
+    """The library's refusals for where a concrete array is. A tracer's placement is known only
+    when XLA lowers the traced program for a platform: there XLA picks the target by platform,
+    and a CUDA-only op's CPU refusal is raised by its lowering (:func:`_cuda_only`)."""
+    if _is_tracer(x):
+        return
+    platform = str(next(iter(x.devices())).platform)
+    name = op.input_names[0]
     if platform == "cpu" and op.cuda_only:
-        where = "traced for the CPU" if _is_tracer(x) else "on the CPU"
         raise ValueError(
-            f"x is a JAX array {where}, but {op.name} has only a CUDA implementation; pass a GPU array"
+            f"{name} is a JAX array on the CPU, but {op.name} has only a CUDA implementation; "
+            "pass a GPU array"
         )
     if platform in ("gpu", "cuda") and not WITH_CUDA:
         raise ValueError(
-            "x is a JAX array on the GPU, but scale_lib was built without CUDA support. "
+            f"{name} is a JAX array on the GPU, but scale_lib was built without CUDA support. "
             "Rebuild with the CUDA toolkit (nvcc) installed, or pass a CPU array"
         )
     if platform not in ("cpu", "gpu", "cuda"):
         raise ValueError(
-            f"x is a JAX array on unsupported platform {platform!r}; scale_lib supports cpu and gpu"
+            f"{name} is a JAX array on unsupported platform {platform!r}; scale_lib supports cpu and gpu"
         )
+
+
+@functools.cache
+def _cuda_only() -> Any:
+    """An identity on ``x`` whose CPU lowering raises the library's ValueError: a CUDA-only op
+    has no CPU target, and without this XLA would fail only when compiling, with an error about
+    a missing FFI handler. The platform is known only at lowering (``jax.jit`` of a committed CPU
+    array on a GPU machine, ``jax.export`` for another platform), so the check is made there."""
+    from jax.extend.core import Primitive
+    from jax.interpreters import batching, mlir
+
+    guard = Primitive("scale_lib_cuda_only")
+    guard.def_impl(lambda x, **params: x)  # eager calls are checked before (_check_platform)
+    guard.def_abstract_eval(lambda x, **params: x)
+
+    def refuse_cpu(ctx: Any, x: Any, *, op_name: str, arg_name: str) -> Any:
+        raise ValueError(
+            f"{arg_name} is a JAX array placed on the CPU, but {op_name} has only a CUDA "
+            "implementation; pass a GPU array"
+        )
+
+    mlir.register_lowering(guard, lambda ctx, x, **params: [x])
+    mlir.register_lowering(guard, refuse_cpu, platform="cpu")
+    batching.primitive_batchers[guard] = lambda args, dims, **params: (guard.bind(*args, **params), dims[0])
+    return guard
 
 
 def _ffi_call(op: Op, inputs: tuple[Any, ...], attrs: tuple[Any, ...]) -> Any:
     x = inputs[0]
+    if op.cuda_only:
+        x = _cuda_only().bind(x, op_name=op.name, arg_name=op.input_names[0])
+        inputs = (x, *inputs[1:])
     present = tuple(
         _stand_in(op, spec, x) if t is None else t for spec, t in zip(op.spec.inputs, inputs, strict=True)
     )

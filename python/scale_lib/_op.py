@@ -69,12 +69,12 @@ class Op:
             raise TypeError(f"{self.name} takes {len(self._converters)} scalar argument(s); got {len(attrs)}")
         return tuple([convert(value) for convert, value in zip(self._converters, attrs, strict=True)])
 
-    def check_device(self, device_type: str, arg_name: str = "x") -> None:
+    def check_device(self, device_type: str) -> None:
         """The library's refusal of a CPU array for an op with only a CUDA implementation, for
         calls that the framework runs before the library sees them (autograd, tracing)."""
         if device_type == "cpu" and self.cuda_only:
             raise ValueError(
-                f"{arg_name} is a CPU array, but {self.name} has only a CUDA implementation; "
+                f"{self.input_names[0]} is a CPU array, but {self.name} has only a CUDA implementation; "
                 "pass a CUDA array"
             )
 

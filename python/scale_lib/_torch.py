@@ -128,7 +128,9 @@ class TorchAdapter(Adapter):
                 _check_tensor(out, "out")
             _check_no_tangent(inputs, op.input_names)
         if x.device.type not in ("cpu", "cuda", "meta"):
-            raise ValueError(f"x is on unsupported device {x.device}; scale_lib supports cpu and cuda")
+            raise ValueError(
+                f"{op.input_names[0]} is on unsupported device {x.device}; scale_lib supports cpu and cuda"
+            )
         op.check_device(x.device.type)
         functional, out_variant = self._custom_ops[op.name]
         if out is None:
