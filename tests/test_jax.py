@@ -140,8 +140,9 @@ def test_cuda_only_op_is_refused_when_lowered_for_the_cpu() -> None:
     arg = jax.ShapeDtypeStruct((4, 8), jnp.float32)
     with pytest.raises(ValueError, match="placed on the CPU, but scale has only a CUDA implementation"):
         jax.export.export(jax.jit(f), platforms=["cpu"])(arg)
+    batched = jax.ShapeDtypeStruct((2, 4, 8), jnp.float32)
     with pytest.raises(ValueError, match="placed on the CPU"):
-        jax.export.export(jax.jit(jax.vmap(f)), platforms=["cpu"])(jax.ShapeDtypeStruct((2, 4, 8), jnp.float32))
+        jax.export.export(jax.jit(jax.vmap(f)), platforms=["cpu"])(batched)
     unchecked = [jax.export.DisabledSafetyCheck.custom_call("scale_lib.scale")]
     text = jax.export.export(jax.jit(f), platforms=["cuda"], disabled_checks=unchecked)(arg).mlir_module()
     assert "scale_lib.scale" in text
