@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // CUDA l2_norm: pass 1 writes one float64 partial sum of squares per block into the workspace
 // (blocks x groups), pass 2 (one block per group) adds a group's partials in a fixed order and
-// takes the square root.
+// takes the square root. Norms of at most kL2NormOneBlockMax elements (decode sizes) take one
+// block each and one launch: the block finishes its norm itself, with no workspace.
 #include <cub/block/block_reduce.cuh>
 #include <cstdint>
 
@@ -16,7 +17,7 @@ constexpr int kMaxBlocks = static_cast<int>(kL2NormMaxBlocks);
 
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
-    SumOfSquaresKernel(const T* x, int64_t per_group, double* partials) {
+    SumOfSquaresKernel(const T* x, int64_t per_group, double* partials, T* out) {
   using BlockReduce = cub::BlockReduce<double, kThreads>;
   __shared__ typename BlockReduce::TempStorage storage;
   const T* group = x + static_cast<int64_t>(blockIdx.y) * per_group;
@@ -28,7 +29,13 @@ __global__ void __launch_bounds__(kThreads)
     sum += v * v;
   }
   sum = BlockReduce(storage).Sum(sum);
-  if (threadIdx.x == 0) partials[static_cast<int64_t>(blockIdx.y) * gridDim.x + blockIdx.x] = sum;
+  if (threadIdx.x != 0) return;
+  if (partials == nullptr) {  // one block per norm: finish it here
+    using Compute = typename gpu::FloatMath<T>::Compute;
+    out[blockIdx.y] = gpu::FloatMath<T>::Store(static_cast<Compute>(sqrt(sum)));
+  } else {
+    partials[static_cast<int64_t>(blockIdx.y) * gridDim.x + blockIdx.x] = sum;
+  }
 }
 
 template <typename T>
@@ -53,9 +60,19 @@ void L2NormCUDA(ffi::TensorView out, ffi::TensorView x, ffi::Optional<ffi::Tenso
   SCALE_LIB_CHECK(groups <= 65535, ValueError)
       << "l2_norm supports at most 65535 norms at once; got " << groups;
   const int64_t per_group = x.numel() / groups;
-  const int64_t blocks = L2NormBlocksPerGroup(per_group);
   ffi::CUDADeviceGuard guard(x.device().device_id);
   cudaStream_t stream = GetCudaStream(x.device());
+  if (per_group <= kL2NormOneBlockMax) {
+    DispatchFloating(x.dtype(), "x", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const dim3 grid(1, static_cast<unsigned int>(groups));
+      SumOfSquaresKernel<T>
+          <<<grid, kThreads, 0, stream>>>(DataPtr<const T>(x), per_group, nullptr, DataPtr<T>(out));
+      CHECK_CUDA_LAUNCH();
+    });
+    return;
+  }
+  const int64_t blocks = L2NormBlocksPerGroup(per_group);
   // The caller's workspace, or one from the caller's framework: never a hidden cudaMalloc.
   ffi::Tensor framework_workspace;
   double* partials = nullptr;
@@ -72,7 +89,8 @@ void L2NormCUDA(ffi::TensorView out, ffi::TensorView x, ffi::Optional<ffi::Tenso
   DispatchFloating(x.dtype(), "x", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const dim3 grid(static_cast<unsigned int>(blocks), static_cast<unsigned int>(groups));
-    SumOfSquaresKernel<T><<<grid, kThreads, 0, stream>>>(DataPtr<const T>(x), per_group, partials);
+    SumOfSquaresKernel<T>
+        <<<grid, kThreads, 0, stream>>>(DataPtr<const T>(x), per_group, partials, DataPtr<T>(out));
     CHECK_CUDA_LAUNCH();
     FinishNormKernel<T><<<static_cast<unsigned int>(groups), kMaxBlocks, 0, stream>>>(
         partials, static_cast<int>(blocks), DataPtr<T>(out));

@@ -5,8 +5,9 @@
 // out may also have shape (*batch) with `batch` a prefix of x's shape: then each element is the
 // norm of its slice x[b] (jax.vmap reaches the kernel this way: per-example norms).
 //
-// The CUDA version reduces in two passes and needs scratch memory between them (one float64
-// partial sum per block). It never allocates behind the caller's back: the workspace is either
+// The CUDA version reduces norms of more than kL2NormOneBlockMax elements in two passes, with
+// scratch memory between them (one float64 partial sum per block); smaller norms take one pass
+// and no scratch memory. It never allocates behind the caller's back: the workspace is either
 // passed in (l2_norm_with_workspace, for callers such as CuPy that publish no allocator) or
 // taken from the calling framework's allocator (PyTorch, Paddle, and JAX through jax-tvm-ffi's
 // workspace).
@@ -22,6 +23,8 @@ namespace scale_lib {
 // (and JAX at trace time) can size it without a device.
 inline constexpr int64_t kL2NormThreads = 256;
 inline constexpr int64_t kL2NormMaxBlocks = 1024;  // per group
+// Norms of at most this many elements are one block each on CUDA, and need no workspace.
+inline constexpr int64_t kL2NormOneBlockMax = int64_t{1} << 14;
 
 inline int64_t L2NormBlocksPerGroup(int64_t numel_per_group) {
   const int64_t per_block = kL2NormThreads * 8;

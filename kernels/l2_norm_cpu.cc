@@ -28,11 +28,9 @@ void L2NormCPU(ffi::TensorView out, ffi::TensorView x) {
       std::vector<double> partial(static_cast<size_t>(blocks));
       host::ParallelFor(blocks, 4, 1, [&](int64_t begin, int64_t end) {
         for (int64_t b = begin; b < end; ++b) {
-          double sum_sq = 0;
-          for (int64_t i = b * kBlock, stop = std::min(per_group, i + kBlock); i < stop; ++i) {
-            const double v = static_cast<double>(Math::Load(group[i]));
-            sum_sq += v * v;
-          }
+          const int64_t first = b * kBlock;
+          const double sum_sq =
+              host::SumOfSquares<double>(group + first, std::min(per_group - first, kBlock));
           partial[b] = sum_sq;
         }
       });

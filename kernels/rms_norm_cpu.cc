@@ -31,7 +31,8 @@ const Acc<T>* RowInComputeType(const T* row, int64_t hidden, std::vector<Acc<T>>
 
 template <typename T>
 Acc<T> RowRstd(const Acc<T>* row, int64_t hidden, Acc<T> eps) {
-  return Acc<T>(1) / std::sqrt(host::SumOfSquares(row, hidden) / static_cast<Acc<T>>(hidden) + eps);
+  return Acc<T>(1) /
+         std::sqrt(host::SumOfSquares<Acc<T>>(row, hidden) / static_cast<Acc<T>>(hidden) + eps);
 }
 
 template <typename T>

@@ -134,20 +134,24 @@ def test_cuda_workspace_must_come_from_somewhere() -> None:
     import torch
     import tvm_ffi
 
-    x = torch.randn(10_000, device="cuda")
+    x = torch.randn(100_000, device="cuda")
     out = torch.empty((), device="cuda")
-    # tvm_ffi.Tensors carry no framework allocator: the bare call must be given a workspace.
+    # tvm_ffi.Tensors carry no framework allocator: the bare call must be given a workspace
+    # (above the one-pass size: smaller norms need none).
     xt, ot = tvm_ffi.from_dlpack(x), tvm_ffi.from_dlpack(out)
     with pytest.raises(ValueError, match="l2_norm on CUDA needs a workspace"):
         scale_lib.lib.l2_norm(ot, xt)
     small = tvm_ffi.from_dlpack(torch.empty(8, dtype=torch.uint8, device="cuda"))
-    with pytest.raises(ValueError, match="workspace must hold at least 40 bytes"):
+    with pytest.raises(ValueError, match="workspace must hold at least 392 bytes"):
         scale_lib.lib.l2_norm_with_workspace(ot, small, xt)
     workspace = tvm_ffi.from_dlpack(
-        torch.empty(scale_lib.lib.l2_norm_workspace_bytes(10_000, 1), dtype=torch.uint8, device="cuda")
+        torch.empty(scale_lib.lib.l2_norm_workspace_bytes(100_000, 1), dtype=torch.uint8, device="cuda")
     )
     scale_lib.lib.l2_norm_with_workspace(ot, workspace, xt)
     torch.testing.assert_close(out, torch.linalg.vector_norm(x))
+    small = torch.randn(4096, device="cuda")  # one pass: no workspace
+    scale_lib.lib.l2_norm(ot, tvm_ffi.from_dlpack(small))
+    torch.testing.assert_close(out, torch.linalg.vector_norm(small))
 
 
 @pytest.mark.parametrize("backend", backend_params(), indirect=True)
