@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """The template's own CI (nox -s template): every flow of docs/template.md, as a user runs it.
 
-  1. generate a minimal library and one with --ops rms_norm,flatnonzero; lint, test and build
-     the docs of each, unchanged;
+  1. generate a minimal library and one with a long name and --ops rms_norm,flatnonzero; lint,
+     test and build the docs of each, unchanged (from the committed template: commit first);
   2. remove an op from the second (tools/remove_op.py) and check it again;
   3. generate a library at an older template commit, edit a kernel and a shared file in it,
      update it to a newer template commit (tools/update_from_template.py): both the template's
@@ -37,6 +37,8 @@ PY = sys.executable
 CPU_ONLY = "OFF"
 STEPS: list[tuple[str, float]] = []
 GENERATED: set[Path] = set()
+# A name much longer than the template's: every line that names the library grows with it.
+LONG_NAME = "acme_fused_attention_kernels"
 
 
 def run(*cmd: str | Path, cwd: Path = ROOT, env: dict[str, str] | None = None) -> str:
@@ -108,19 +110,19 @@ def flow_generate(work: Path) -> None:
     with step("  its lint, tests and docs"):
         check("my_kernels", work / "my_kernels")
     with step("generate a library with --ops rms_norm,flatnonzero"):
-        generate("my_ops", work / "my_ops", "--ops", "rms_norm,flatnonzero")
+        generate(LONG_NAME, work / LONG_NAME, "--ops", "rms_norm,flatnonzero")
         for op in ("scale", "rms_norm", "flatnonzero"):
-            assert (work / "my_ops" / "tests" / f"test_{op}.py").is_file(), op
-        assert not (work / "my_ops" / "kernels" / "axpby.cu").exists()
+            assert (work / LONG_NAME / "tests" / f"test_{op}.py").is_file(), op
+        assert not (work / LONG_NAME / "kernels" / "axpby.cu").exists()
     with step("  its lint, tests and docs"):
-        check("my_ops", work / "my_ops")
+        check(LONG_NAME, work / LONG_NAME)
 
 
 def flow_remove(work: Path) -> None:
-    dest = work / "my_ops"
+    dest = work / LONG_NAME
     if dest not in GENERATED:  # run on its own: a fresh library
-        generate("my_ops", dest, "--ops", "rms_norm,flatnonzero")
-    with step("remove flatnonzero from my_ops (tools/remove_op.py)"):
+        generate(LONG_NAME, dest, "--ops", "rms_norm,flatnonzero")
+    with step(f"remove flatnonzero from {LONG_NAME} (tools/remove_op.py)"):
         run(PY, "tools/remove_op.py", "flatnonzero", cwd=dest)
         left = [
             p for p in run("git", "ls-files", cwd=dest).split() if "flatnonzero" in p and (dest / p).exists()
@@ -129,7 +131,7 @@ def flow_remove(work: Path) -> None:
         touched = run("git", "status", "--short", cwd=dest)
         print("   " + touched.strip().replace("\n", "\n   "))
     with step("  its lint, tests and docs"):
-        check("my_ops", dest)
+        check(LONG_NAME, dest)
 
 
 def flow_update(work: Path) -> None:

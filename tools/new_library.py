@@ -54,7 +54,7 @@ def spellings(name: str) -> dict[str, str]:
 
 def renamer(new: str):
     old, new_s = spellings(OLD), spellings(new)
-    pattern = re.compile("|".join(re.escape(old[k]) for k in ("snake", "dist", "upper")))
+    pattern = old_names()
     table = {old[k]: new_s[k] for k in old}
     return lambda text: pattern.sub(lambda m: table[m.group(0)], text)
 
@@ -129,6 +129,7 @@ def rename_tree(name: str) -> list[Path]:
     """Rename the library in every path and file; returns the files whose text changed."""
     rename = renamer(name)
     changed = []
+    most_per_line = 0  # the most mentions of the library on one line of Python
     for path in sorted(project_files(), key=lambda p: len(p.parts), reverse=True):
         rel = path.relative_to(ROOT)
         if rel.as_posix() == ANSWERS or not path.is_file() or path.is_symlink():
@@ -144,10 +145,39 @@ def rename_tree(name: str) -> list[Path]:
         if text is not None and rename(text) != text:
             target.write_text(rename(text), encoding="utf-8")
             changed.append(target)
+            if target.suffix in (".py", ".pyi"):
+                most_per_line = max(most_per_line, *(mentions(line) for line in text.splitlines()))
     for path in sorted(ROOT.glob(f"**/*{OLD}*/"), key=lambda p: len(p.parts), reverse=True):
         if path.is_dir() and not any(path.iterdir()):
             path.rmdir()
+    widen_line_limit(most_per_line * (len(name) - len(OLD)))
     return changed
+
+
+def mentions(line: str) -> int:
+    """How many times ``line`` names the template's library, in any spelling."""
+    return len(old_names().findall(line))
+
+
+def old_names() -> re.Pattern[str]:
+    old = spellings(OLD)
+    return re.compile("|".join(re.escape(old[k]) for k in ("snake", "dist", "upper")))
+
+
+def widen_line_limit(extra: int) -> None:
+    """Raise the lint limit on line length by ``extra`` columns (see pyproject.toml)."""
+    if extra <= 0:
+        return
+    pyproject = ROOT / "pyproject.toml"
+    text, count = re.subn(
+        r"^(max-line-length = )(\d+)$",
+        lambda m: f"{m.group(1)}{int(m.group(2)) + extra}",
+        pyproject.read_text(),
+        count=1,
+        flags=re.MULTILINE,
+    )
+    if count:
+        pyproject.write_text(text)
 
 
 def tool(name: str) -> str:
@@ -207,6 +237,12 @@ def apply(name: str, ops: list[str], commit: bool) -> int:
 
 
 # -- in the template checkout ---------------------------------------------------------------
+def git_output(*args: str) -> str:
+    return subprocess.run(
+        ["git", *args], cwd=ROOT, check=True, stdout=subprocess.PIPE, text=True
+    ).stdout.strip()
+
+
 def generate(name: str, dest: Path, ops: list[str], force: bool, vcs_ref: str | None) -> int:
     check_name(name)
     if dest.exists() and any(dest.iterdir()):
@@ -229,8 +265,13 @@ def generate(name: str, dest: Path, ops: list[str], force: bool, vcs_ref: str | 
         "--data",
         f"ops={','.join([ALWAYS, *[op for op in ops if op != ALWAYS]])}",
     ]
-    if vcs_ref:
-        command += ["--vcs-ref", vcs_ref]
+    if not vcs_ref:
+        # The committed template, never uncommitted or git-ignored files of this checkout (copier
+        # would add those for "HEAD"), so that .copier-answers.yml names a commit updates can find.
+        vcs_ref = git_output("rev-parse", "HEAD")
+        if git_output("status", "--porcelain"):
+            print(f"note: uncommitted changes in {ROOT} are not used; generating from commit {vcs_ref[:12]}")
+    command += ["--vcs-ref", vcs_ref]
     result = subprocess.run([*command, str(ROOT), str(dest)])
     if result.returncode != 0:
         return result.returncode
@@ -248,7 +289,7 @@ def main(argv: list[str]) -> int:
         "--ops", default="", help="example ops to keep besides scale, e.g. rms_norm,flatnonzero"
     )
     parser.add_argument("--force", action="store_true", help="replace DEST if it exists")
-    parser.add_argument("--vcs-ref", help="the template commit or tag to use (default: this checkout)")
+    parser.add_argument("--vcs-ref", help="the template commit or tag to use (default: this checkout's HEAD)")
     parser.add_argument("--apply", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--initial-commit", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--no-commit", action="store_true", help=argparse.SUPPRESS)
