@@ -313,10 +313,14 @@ def op_cases(kind: Kind) -> list[Case]:
         if not spec.public:
             continue
         if spec.name not in DECODE or spec.name not in kind.own:
-            raise SystemExit(
-                f"bench_overhead.py has no decode-size case or {kind.name} equivalent for op "
-                f"{spec.name!r}: add it to DECODE and to the framework's equivalents"
+            # A new op is measured once it has decode sizes and an equivalent here; until then
+            # the run says so rather than failing a library's benchmark session.
+            print(
+                f"note: {spec.name} is not measured on {kind.name}: add its decode sizes to DECODE "
+                "and its framework equivalent to the table of that framework",
+                file=sys.stderr,
             )
+            continue
         shapes, attrs = DECODE[spec.name]
         cases += [_case(kind, spec, shape, attrs) for shape in shapes]
     return cases

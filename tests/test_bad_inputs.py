@@ -84,10 +84,11 @@ def test_every_array_argument_rejects_other_dtypes(backend: Backend, op: OpCase,
     for name in op.arrays:
         shape = op.shapes()[name]
         bad = backend.asarray(np.ones(shape), bad_dtype)
+        first = op.arrays[0]
         expected = (
-            f"x has unsupported dtype {bad_dtype}"
-            if name == "x"
-            else f"{name} and x must have the same dtype"
+            f"{first} has unsupported dtype {bad_dtype}"
+            if name == first
+            else f"{name} and {first} must have the same dtype"
         )
         with Unchanged(backend, arrays), pytest.raises(TypeError, match=expected):
             _run(backend, op, {**arrays, name: bad})
@@ -139,10 +140,19 @@ def test_non_contiguous_arguments(backend: Backend, op: OpCase) -> None:
 @pytest.mark.parametrize("backend", MUTABLE_BACKENDS, indirect=True)
 def test_out_shape_dtype_and_aliasing(backend: Backend, op: OpCase) -> None:
     arrays = _arrays(backend, op)
-    x = arrays["x"]
+    first = op.arrays[0]
+    x = arrays[first]
     cases = [
-        (backend.asarray(np.full((6, 9), NAN), "float32"), ValueError, "out and x must have the same shape"),
-        (backend.asarray(np.full((6, 8), NAN), "float64"), TypeError, "out and x must have the same dtype"),
+        (
+            backend.asarray(np.full((6, 9), NAN), "float32"),
+            ValueError,
+            f"out and {first} must have the same shape",
+        ),
+        (
+            backend.asarray(np.full((6, 8), NAN), "float64"),
+            TypeError,
+            f"out and {first} must have the same dtype",
+        ),
     ]
     for out, error, message in cases:
         with Unchanged(backend, arrays), pytest.raises(error, match=message):
@@ -153,7 +163,7 @@ def test_out_shape_dtype_and_aliasing(backend: Backend, op: OpCase) -> None:
     assert op.call(*arrays.values(), out=x) is x
     np.testing.assert_allclose(backend.to_numpy(x), expected, rtol=1e-6, atol=1e-6)
     buffer = backend.asarray(random_data((7 * 8,), 3), "float32")
-    shifted = {**arrays, "x": buffer[8:].reshape(6, 8)}
+    shifted = {**arrays, first: buffer[8:].reshape(6, 8)}
     with pytest.raises(ValueError, match="overlap in memory"):
         op.call(*shifted.values(), out=buffer[:48].reshape(6, 8))
 
@@ -178,8 +188,9 @@ def test_read_only_and_immutable_outputs(op: OpCase) -> None:
 @pytest.mark.parametrize("backend", JAX_BACKENDS, indirect=True)
 def test_jax_has_no_out(backend: Backend, op: OpCase) -> None:
     arrays = _arrays(backend, op)
-    with pytest.raises(TypeError, match="out= is not supported when x is a JAX array"):
-        op.call(*arrays.values(), out=arrays["x"])
+    first = op.arrays[0]
+    with pytest.raises(TypeError, match=f"out= is not supported when {first} is a JAX array"):
+        op.call(*arrays.values(), out=arrays[first])
 
 
 # -- IEEE specials --------------------------------------------------------------------------
@@ -188,7 +199,7 @@ def test_jax_has_no_out(backend: Backend, op: OpCase) -> None:
 def test_nan_and_inf_propagate_as_ieee_says(backend: Backend, op: OpCase) -> None:
     data = random_data(op.shape, 5)
     data[0, 0], data[1, 1], data[2, 2] = np.nan, np.inf, -np.inf
-    arrays = {**_arrays(backend, op), "x": backend.asarray(data, "float32")}
+    arrays = {**_arrays(backend, op), op.arrays[0]: backend.asarray(data, "float32")}
     result = backend.to_numpy(_run(backend, op, arrays))
     with np.errstate(invalid="ignore", over="ignore"):  # inf - inf, inf / inf: NaN, as IEEE says
         expected = op.reference(*(backend.to_numpy(a) for a in arrays.values()))

@@ -72,8 +72,18 @@ def has_out(spec: OpSpec) -> bool:
     return not spec.output.allocated_by_library
 
 
-def ops(where: Any = None) -> list[Any]:
-    return [pytest.param(s, id=s.name) for s in OPS if where is None or where(s)]
+def ops(where: Any = None, device: str | None = "cpu") -> list[Any]:
+    """The declared ops ``where`` selects that run on ``device`` (where the test's arrays are; None
+    for tests that take the device as a parameter and check it with _need_device)."""
+    return [
+        pytest.param(s, id=s.name)
+        for s in OPS
+        if (device is None or device in s.devices) and (where is None or where(s))
+    ]
+
+
+# The ops that take CPU arrays, for tests that loop over the declared ops themselves.
+CPU_OPS = [s for s in OPS if "cpu" in s.devices]
 
 
 def public_has_out(spec: OpSpec) -> bool:
@@ -103,8 +113,10 @@ def _run_isolated(code: str, env: dict[str, str] | None = None) -> subprocess.Co
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 
 
-def _need_device(device: str) -> None:
+def _need_device(device: str, spec: OpSpec | None = None) -> None:
     torch = _need("torch")
+    if spec is not None and device not in spec.devices:
+        pytest.skip(f"{spec.name} has no {device} implementation")
     if device == "cuda" and not (torch.cuda.is_available() and scale_lib.cuda_available()):
         pytest.skip("no CUDA GPU visible to torch, or a CPU-only build")
 
@@ -113,10 +125,10 @@ def _need_device(device: str) -> None:
 # 1. Freed storage: a null data pointer with elements (FSDP frees storage between steps)
 # ---------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("spec", ops())
+@pytest.mark.parametrize("spec", ops(device=None))
 def test_freed_torch_storage_is_a_value_error_library_check(spec: OpSpec, device: str) -> None:
     _need("torch")
-    _need_device(device)
+    _need_device(device, spec)
     child = _run_isolated(
         f"""
         import numpy as np, torch, scale_lib
@@ -181,10 +193,10 @@ def _torch_inputs(spec: OpSpec, seed: int = 0, device: str = "cpu") -> list[Any]
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("spec", ops())
+@pytest.mark.parametrize("spec", ops(device=None))
 def test_torch_negative_bit_inputs_are_resolved(spec: OpSpec, device: str) -> None:
     torch = _need("torch")
-    _need_device(device)
+    _need_device(device, spec)
     inputs = _torch_inputs(spec, device=device)
     expected = call(spec, inputs)
     for i in range(len(inputs)):
@@ -200,10 +212,10 @@ def test_torch_negative_bit_inputs_are_resolved(spec: OpSpec, device: str) -> No
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("spec", ops(has_out))
+@pytest.mark.parametrize("spec", ops(has_out, device=None))
 def test_torch_negative_bit_out_is_refused(spec: OpSpec, device: str) -> None:
     torch = _need("torch")
-    _need_device(device)
+    _need_device(device, spec)
     inputs = _torch_inputs(spec, device=device)
     like = call(spec, inputs)
     base = torch.full_like(like, float("nan"))
@@ -286,10 +298,10 @@ def test_torch_fake_implementation_checks_what_the_library_checks(spec: OpSpec) 
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("spec", ops(has_out))
+@pytest.mark.parametrize("spec", ops(has_out, device=None))
 def test_out_writes_bump_torch_version_counter(spec: OpSpec, device: str) -> None:
     torch = _need("torch")
-    _need_device(device)
+    _need_device(device, spec)
     inputs = _torch_inputs(spec, device=device)
     out = torch.empty_like(call(spec, inputs))
     before = out._version
@@ -342,7 +354,7 @@ def test_torch_forward_mode_ad_is_a_type_error() -> None:
     torch = _need("torch")
     import torch.autograd.forward_ad as fwad
 
-    for spec in OPS:
+    for spec in CPU_OPS:
         inputs = _torch_inputs(spec)
         for i, name in enumerate(i.name for i in spec.inputs):
             with fwad.dual_level():
@@ -356,7 +368,7 @@ def test_torch_forward_mode_ad_is_a_type_error() -> None:
 @pytest.mark.parametrize("transform", ["vmap", "grad", "jvp"])
 def test_torch_func_transforms_are_a_type_error(transform: str) -> None:
     torch = _need("torch")
-    for spec in OPS:
+    for spec in CPU_OPS:
         inputs = _torch_inputs(spec)
 
         def f(x: Any, _spec: OpSpec = spec, _inputs: list[Any] = inputs) -> Any:
@@ -423,7 +435,7 @@ def test_out_partially_overlapping_any_input_is_refused_library_check(spec: OpSp
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("spec", ops(has_out))
+@pytest.mark.parametrize("spec", ops(has_out, device="cuda"))
 def test_cuda_out_partially_overlapping_any_input_is_refused_library_check(spec: OpSpec) -> None:
     torch = _need("torch")
     _need_device("cuda")

@@ -77,6 +77,10 @@ class Spec:
         return self.lib.upper()
 
     @property
+    def math_devices(self) -> str:
+        return "for the CUDA kernel" if self.cuda_only else "for both devices"
+
+    @property
     def abi_names(self) -> list[str]:
         return ["out", *self.inputs, *(a.name for a in self.attrs)]
 
@@ -136,7 +140,7 @@ def header(s: Spec) -> str:
     values = ", ".join(f"C {n}" for n in s.inputs)
     if s.kind == "rows":
         include = '#include "rowwise.h"'
-        fn = f"""// The math, for both devices, in the compute type C (see kernels/rowwise.h).
+        fn = f"""// The math, {s.math_devices}, in the compute type C (see kernels/rowwise.h).
 // TODO(author): write {s.op}'s math here; the tests' reference is in tests/test_{s.op}.py.
 template <typename C>
 struct {s.camel}Fn {{
@@ -152,8 +156,8 @@ struct {s.camel}Fn {{
 """
     elif s.kind == "elementwise":
         include = '#include "elementwise.h"'
-        fn = f"""// The math, for both devices, in the compute type C (float for 16-bit and float32 storage,
-// double for float64): one value per input in, the output's value out (see kernels/elementwise.h).
+        fn = f"""// The math, {s.math_devices}, in the compute type C (float for 16-bit and float32
+// storage, double for float64): one value per input in, the output's value out (see kernels/elementwise.h).
 // TODO(author): write {s.op}'s math here; the tests' reference is in tests/test_{s.op}.py.
 template <typename C>
 struct {s.camel}Fn {{
@@ -180,7 +184,7 @@ struct {s.camel}Fn {{
 // The one header shared by the {
         "CUDA kernel" if s.cuda_only else "CPU twin, the CUDA kernel"
     } and the binding: {"the math, " if fn else ""}the argument checks
-// both implementations run first, and their declarations.
+// {"the kernel runs" if s.cuda_only else "both implementations run"} first, and their declarations.
 #ifndef {guard}
 #define {guard}
 

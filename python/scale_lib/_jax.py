@@ -103,13 +103,15 @@ class JaxAdapter(Adapter):
             if op.spec.output.allocated_by_library:
                 raise TypeError(f"{op.name} has no out=: the size of its result depends on the data")
             raise TypeError(
-                "out= is not supported when x is a JAX array: JAX arrays are immutable. "
-                "Omit out= and use the returned array"
+                f"out= is not supported when {op.input_names[0]} is a JAX array: JAX arrays are "
+                "immutable. Omit out= and use the returned array"
             )
         jax = sys.modules["jax"]
         for spec, t in zip(op.spec.inputs, inputs, strict=True):
             if t is not None and not isinstance(t, jax.Array):
-                raise TypeError(f"{spec.name} must be a JAX array like x; got {type(t).__name__}")
+                raise TypeError(
+                    f"{spec.name} must be a JAX array like {op.input_names[0]}; got {type(t).__name__}"
+                )
         op.check_abstract(inputs)
         _check_platform(op, inputs[0])
         if op.spec.output.allocated_by_library:
