@@ -15,7 +15,7 @@ call when the kernels are tiny. The JSON keeps the median and the minimum over t
 report uses the median.
 
 The cases come from the library's list of declared ops (``scale_lib.ops.OPS``): a public op with
-no decode-size case or no framework equivalent below stops the benchmark.
+no decode-size case or no framework equivalent below is not measured, and the run says so.
 """
 
 from __future__ import annotations
