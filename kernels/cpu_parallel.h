@@ -1,27 +1,35 @@
 // SPDX-License-Identifier: Apache-2.0
 // ParallelFor: CPU kernels split large inputs across threads.
 //
-// Threads are started per call and joined before it returns: nothing outlives a call (so the
-// library stays fork-safe and has no pool to shut down), at the price of tens of microseconds per
-// call, which is why only inputs of at least `min_per_thread` items per thread are split. Calls
-// come from Python with the GIL released. SCALE_LIB_NUM_THREADS caps the thread count (default:
-// the hardware's, at most 16: memory-bound kernels gain little beyond that).
+// The threads are a process-wide pool, started on the first call that needs them and parked
+// between calls: waking them costs microseconds where starting a thread costs tens, so inputs of
+// `min_per_thread` items per thread are worth splitting. One call uses the pool at a time; a call
+// made while another holds it (from another Python thread) runs on its own thread instead of
+// waiting. In a process forked from one that started the pool, the pool is started afresh (the
+// child has none of the parent's threads). Calls come from Python with the GIL released.
+// SCALE_LIB_NUM_THREADS caps the thread count (default: the hardware's, at most 16:
+// memory-bound kernels gain little beyond that).
 #ifndef SCALE_LIB_KERNELS_CPU_PARALLEL_H_
 #define SCALE_LIB_KERNELS_CPU_PARALLEL_H_
 
+#include <pthread.h>
+
 #include <algorithm>
+#include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
+#include <functional>
+#include <mutex>
 #include <system_error>
 #include <thread>
-#include <vector>
 
 namespace scale_lib {
 namespace host {
 
-// The smallest share of an elementwise or row-wise kernel worth a thread of its own: about 1 MB
-// of float32, against the tens of microseconds a thread costs.
-inline constexpr int64_t kMinItemsPerThread = int64_t{1} << 18;
+// The smallest share of an elementwise or row-wise kernel worth a thread of its own: about
+// 256 KB of float32, against the few microseconds of waking a parked thread.
+inline constexpr int64_t kMinItemsPerThread = int64_t{1} << 16;
 
 inline int64_t MaxThreads() {
   static const int64_t threads = [] {
@@ -34,8 +42,102 @@ inline int64_t MaxThreads() {
   return threads;
 }
 
+namespace detail {
+
+// Parked workers that run the tasks of one parallel region at a time, with the calling thread.
+// Never destroyed: its threads wait until the process ends (the library is never unloaded).
+class WorkerPool {
+ public:
+  explicit WorkerPool(int64_t workers) {
+    for (int64_t i = 0; i < workers; ++i) {
+      try {
+        std::thread([this] { Work(); }).detach();
+        ++workers_;
+      } catch (const std::system_error&) {
+        break;  // no more threads to be had: the pool works with those it has
+      }
+    }
+  }
+
+  // Runs task(i) for every i in [0, tasks) and returns when all have run; false, having run
+  // nothing, when another region holds the pool.
+  bool TryRun(int64_t tasks, const std::function<void(int64_t)>& task) {
+    std::unique_lock<std::mutex> region(region_mutex_, std::try_to_lock);
+    if (!region.owns_lock() || workers_ == 0) return false;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      task_ = &task;
+      tasks_ = tasks;
+      next_.store(0);
+      busy_ = workers_;
+      ++generation_;
+    }
+    wake_.notify_all();
+    RunTasks(task, tasks);
+    std::unique_lock<std::mutex> lock(mutex_);
+    done_.wait(lock, [this] { return busy_ == 0; });
+    task_ = nullptr;
+    return true;
+  }
+
+ private:
+  void RunTasks(const std::function<void(int64_t)>& task, int64_t tasks) {
+    for (int64_t i = next_.fetch_add(1); i < tasks; i = next_.fetch_add(1)) task(i);
+  }
+
+  void Work() {
+    uint64_t seen = 0;
+    std::unique_lock<std::mutex> lock(mutex_);
+    for (;;) {
+      wake_.wait(lock, [&] { return generation_ != seen; });
+      seen = generation_;
+      const std::function<void(int64_t)>& task = *task_;
+      const int64_t tasks = tasks_;
+      lock.unlock();
+      RunTasks(task, tasks);
+      lock.lock();
+      if (--busy_ == 0) done_.notify_one();
+    }
+  }
+
+  std::mutex region_mutex_;  // held by the region using the pool
+  std::mutex mutex_;         // guards what follows, and parks the workers
+  std::condition_variable wake_, done_;
+  const std::function<void(int64_t)>* task_ = nullptr;
+  int64_t tasks_ = 0;
+  std::atomic<int64_t> next_{0};
+  int64_t workers_ = 0;
+  int64_t busy_ = 0;  // workers still in the current region
+  uint64_t generation_ = 0;
+};
+
+inline pthread_mutex_t pool_creation = PTHREAD_MUTEX_INITIALIZER;
+inline WorkerPool* pool = nullptr;
+
+// A forked child has only the forking thread: it starts a pool of its own when it needs one
+// (the parent's, with its locks possibly held, is left alone).
+inline void ForgetPoolInChild() {
+  pool_creation = PTHREAD_MUTEX_INITIALIZER;
+  pool = nullptr;
+}
+
+inline WorkerPool& Pool() {
+  pthread_mutex_lock(&pool_creation);
+  if (pool == nullptr) {
+    static const bool registered = pthread_atfork(nullptr, nullptr, ForgetPoolInChild) == 0;
+    (void)registered;
+    pool = new WorkerPool(MaxThreads() - 1);
+  }
+  WorkerPool& result = *pool;
+  pthread_mutex_unlock(&pool_creation);
+  return result;
+}
+
+}  // namespace detail
+
 // Calls body(begin, end) on disjoint ranges covering [0, n), each range a multiple of `align`
-// items (but the last). `body` must not throw.
+// items (but the last), on up to MaxThreads() threads with at least `min_per_thread` items each.
+// `body` must not throw.
 template <typename Body>
 void ParallelFor(int64_t n, int64_t min_per_thread, int64_t align, const Body& body) {
   const int64_t threads = std::min(MaxThreads(), n / std::max<int64_t>(min_per_thread, 1));
@@ -44,20 +146,11 @@ void ParallelFor(int64_t n, int64_t min_per_thread, int64_t align, const Body& b
     return;
   }
   const int64_t chunk = ((n + threads - 1) / threads + align - 1) / align * align;
-  std::vector<std::thread> workers;
-  workers.reserve(static_cast<size_t>(threads - 1));
-  int64_t begin = chunk;  // the calling thread takes [0, chunk)
-  for (; begin < n; begin += chunk) {
-    const int64_t end = std::min(n, begin + chunk);
-    try {
-      workers.emplace_back([&body, begin, end] { body(begin, end); });
-    } catch (const std::system_error&) {
-      break;  // no thread to be had: the calling thread does the rest
-    }
-  }
-  body(0, std::min(n, chunk));
-  for (; begin < n; begin += chunk) body(begin, std::min(n, begin + chunk));
-  for (std::thread& worker : workers) worker.join();
+  const int64_t chunks = (n + chunk - 1) / chunk;
+  const std::function<void(int64_t)> task = [&](int64_t i) {
+    body(i * chunk, std::min(n, (i + 1) * chunk));
+  };
+  if (!detail::Pool().TryRun(chunks, task)) body(0, n);  // the pool is busy: run here
 }
 
 }  // namespace host

@@ -1,8 +1,13 @@
-"""Many Python threads calling every op at once give correct results; long CPU kernels release
-the GIL."""
+"""Many Python threads calling every op at once give correct results, on inputs small and large
+enough to be split across the library's CPU threads; a process forked while they run can still
+call the library; long CPU kernels release the GIL."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 
@@ -34,13 +39,13 @@ def _hammer(make, check) -> None:
     assert not errors, errors[0]
 
 
-def _all_ops(xp_asarray, to_numpy, device: str = "cpu"):
+def _all_ops(xp_asarray, to_numpy, device: str = "cpu", shape: tuple[int, int] = (64, 96)):
     """Every public op with kernels on ``device`` (its declared case) on fresh inputs, checked
     against its reference."""
     cases = [c for c in CASES if device in c.devices]
 
     def make(seed):
-        inputs = [case.numpy_inputs(seed, (64, 96)) for case in cases]
+        inputs = [case.numpy_inputs(seed, shape) for case in cases]
         return (inputs, [{n: xp_asarray(a) for n, a in i.items()} for i in inputs])
 
     def check(inputs, arrays):
@@ -55,6 +60,49 @@ def _all_ops(xp_asarray, to_numpy, device: str = "cpu"):
 
 def test_threads_numpy() -> None:
     _hammer(*_all_ops(lambda a: a.astype(np.float32), np.asarray))
+
+
+def test_threads_numpy_inputs_split_across_cpu_threads() -> None:
+    # 2^18 elements: each call splits its work over the library's CPU threads, which one call
+    # at a time uses (the others run on their own thread).
+    _hammer(*_all_ops(lambda a: a.astype(np.float32), np.asarray, shape=(256, 1024)))
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_process_forked_during_parallel_kernels_can_call_them() -> None:
+    # The child of a fork has only the forking thread, even if another thread was inside a
+    # split CPU kernel: the library must not wait there for threads the child does not have.
+    code = textwrap.dedent(
+        """
+        import os, threading, warnings
+        import numpy as np
+        import scale_lib
+        warnings.simplefilter("ignore", DeprecationWarning)  # fork() of a threaded process
+        x = np.random.default_rng(0).random(1 << 20, dtype=np.float32)
+        expected = x * np.float32(2)
+        assert np.array_equal(scale_lib.scale(x, 2.0), expected)
+        busy, stop = threading.Event(), threading.Event()
+        def keep_busy():
+            while not stop.is_set():
+                scale_lib.scale(x, 2.0)
+                busy.set()
+        worker = threading.Thread(target=keep_busy)
+        worker.start()
+        busy.wait()
+        for _ in range(5):
+            pid = os.fork()
+            if pid == 0:
+                same = all(np.array_equal(scale_lib.scale(x, 2.0), expected) for _ in range(3))
+                os._exit(0 if same else 3)
+            _, status = os.waitpid(pid, 0)
+            print("child exit", os.waitstatus_to_exitcode(status))
+        stop.set()
+        worker.join()
+        """
+    )
+    child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert child.returncode == 0, child.stderr[-3000:]
+    assert child.stdout.split("\n")[:5] == ["child exit 0"] * 5, child.stdout + child.stderr[-3000:]
 
 
 def test_threads_torch_cpu() -> None:
