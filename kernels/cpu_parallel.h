@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 // ParallelFor: CPU kernels split large inputs across threads.
 //
-// The threads are a process-wide pool, started on the first call that needs them and parked
-// between calls: waking them costs microseconds where starting a thread costs tens, so inputs of
-// `min_per_thread` items per thread are worth splitting. One call uses the pool at a time; a call
-// made while another holds it (from another Python thread) runs on its own thread instead of
-// waiting. In a process forked from one that started the pool, the pool is started afresh (the
-// child has none of the parent's threads). Calls come from Python with the GIL released.
-// SCALE_LIB_NUM_THREADS caps the thread count (default: the hardware's, at most 16:
+// The threads are a process-wide pool, started on the first call that needs them, spinning
+// briefly and then asleep between calls: handing them work costs microseconds where starting a
+// thread costs tens, so inputs of `min_per_thread` items per thread are worth splitting. One call
+// uses the pool at a time; a call made while another holds it (from another Python thread) runs on
+// its own thread instead of waiting. In a process forked from one that started the pool, the pool
+// is started afresh (the child has none of the parent's threads). Calls come from Python with the
+// GIL released. SCALE_LIB_NUM_THREADS caps the thread count (default: the hardware's, at most 16:
 // memory-bound kernels gain little beyond that).
 #ifndef SCALE_LIB_KERNELS_CPU_PARALLEL_H_
 #define SCALE_LIB_KERNELS_CPU_PARALLEL_H_
@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
@@ -44,6 +45,19 @@ inline int64_t MaxThreads() {
 
 namespace detail {
 
+// How long an idle worker, and a caller waiting for its workers, spin before they sleep: waking a
+// sleeping thread can take tens of microseconds on a virtual machine, about what a decode-size
+// kernel takes, and the calls of a model step come back to back.
+inline constexpr auto kSpin = std::chrono::microseconds(100);
+
+inline void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#else
+  std::this_thread::yield();
+#endif
+}
+
 // Parked workers that run the tasks of one parallel region at a time, with the calling thread.
 // Never destroyed: its threads wait until the process ends (the library is never unloaded).
 class WorkerPool {
@@ -64,18 +78,25 @@ class WorkerPool {
   bool TryRun(int64_t tasks, const std::function<void(int64_t)>& task) {
     std::unique_lock<std::mutex> region(region_mutex_, std::try_to_lock);
     if (!region.owns_lock() || workers_ == 0) return false;
+    task_ = &task;
+    tasks_ = tasks;
+    next_.store(0, std::memory_order_relaxed);
+    busy_.store(workers_, std::memory_order_relaxed);
     {
+      // Under the mutex, so that a worker about to sleep sees the new region or its wake-up.
       std::lock_guard<std::mutex> lock(mutex_);
-      task_ = &task;
-      tasks_ = tasks;
-      next_.store(0);
-      busy_ = workers_;
-      ++generation_;
+      generation_.fetch_add(1, std::memory_order_release);
     }
     wake_.notify_all();
     RunTasks(task, tasks);
-    std::unique_lock<std::mutex> lock(mutex_);
-    done_.wait(lock, [this] { return busy_ == 0; });
+    const auto deadline = std::chrono::steady_clock::now() + kSpin;
+    while (busy_.load(std::memory_order_acquire) != 0) {
+      if (std::chrono::steady_clock::now() < deadline) {
+        CpuRelax();
+      } else {
+        std::this_thread::yield();
+      }
+    }
     task_ = nullptr;
     return true;
   }
@@ -85,30 +106,40 @@ class WorkerPool {
     for (int64_t i = next_.fetch_add(1); i < tasks; i = next_.fetch_add(1)) task(i);
   }
 
+  // Waits for a region after `seen`: spinning for kSpin, then asleep.
+  uint64_t WaitForRegion(uint64_t seen) {
+    const auto deadline = std::chrono::steady_clock::now() + kSpin;
+    while (std::chrono::steady_clock::now() < deadline) {
+      for (int i = 0; i < 64; ++i) {
+        const uint64_t generation = generation_.load(std::memory_order_acquire);
+        if (generation != seen) return generation;
+        CpuRelax();
+      }
+    }
+    std::unique_lock<std::mutex> lock(mutex_);
+    wake_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != seen; });
+    return generation_.load(std::memory_order_acquire);
+  }
+
   void Work() {
     uint64_t seen = 0;
-    std::unique_lock<std::mutex> lock(mutex_);
     for (;;) {
-      wake_.wait(lock, [&] { return generation_ != seen; });
-      seen = generation_;
-      const std::function<void(int64_t)>& task = *task_;
-      const int64_t tasks = tasks_;
-      lock.unlock();
-      RunTasks(task, tasks);
-      lock.lock();
-      if (--busy_ == 0) done_.notify_one();
+      seen = WaitForRegion(seen);
+      RunTasks(*task_, tasks_);
+      busy_.fetch_sub(1, std::memory_order_acq_rel);
     }
   }
 
   std::mutex region_mutex_;  // held by the region using the pool
-  std::mutex mutex_;         // guards what follows, and parks the workers
-  std::condition_variable wake_, done_;
+  std::mutex mutex_;         // parks the workers
+  std::condition_variable wake_;
+  // The region's task, published to the workers by the generation_ increment.
   const std::function<void(int64_t)>* task_ = nullptr;
   int64_t tasks_ = 0;
   std::atomic<int64_t> next_{0};
   int64_t workers_ = 0;
-  int64_t busy_ = 0;  // workers still in the current region
-  uint64_t generation_ = 0;
+  std::atomic<int64_t> busy_{0};  // workers still in the current region
+  std::atomic<uint64_t> generation_{0};
 };
 
 inline pthread_mutex_t pool_creation = PTHREAD_MUTEX_INITIALIZER;
