@@ -62,23 +62,15 @@ void L2NormCUDA(ffi::TensorView out, ffi::TensorView x, ffi::Optional<ffi::Tenso
   const int64_t per_group = x.numel() / groups;
   ffi::CUDADeviceGuard guard(x.device().device_id);
   cudaStream_t stream = GetCudaStream(x.device());
-  if (per_group <= kL2NormOneBlockMax) {
-    DispatchFloating(x.dtype(), "x", [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      const dim3 grid(1, static_cast<unsigned int>(groups));
-      SumOfSquaresKernel<T>
-          <<<grid, kThreads, 0, stream>>>(DataPtr<const T>(x), per_group, nullptr, DataPtr<T>(out));
-      CHECK_CUDA_LAUNCH();
-    });
-    return;
-  }
-  const int64_t blocks = L2NormBlocksPerGroup(per_group);
-  // The caller's workspace, or one from the caller's framework: never a hidden cudaMalloc.
+  const bool one_pass = per_group <= kL2NormOneBlockMax;
+  const int64_t blocks = one_pass ? 1 : L2NormBlocksPerGroup(per_group);
+  // In two passes, the caller's workspace, or one from the caller's framework: never a hidden
+  // cudaMalloc. In one pass, none.
   ffi::Tensor framework_workspace;
   double* partials = nullptr;
-  if (workspace.has_value()) {
+  if (!one_pass && workspace.has_value()) {
     partials = DataPtr<double>(workspace.value());
-  } else {
+  } else if (!one_pass) {
     SCALE_LIB_CHECK(HasFrameworkAllocator(), ValueError)
         << "l2_norm on CUDA needs a workspace: call l2_norm_with_workspace(out, workspace, x) "
            "with at least l2_norm_workspace_bytes(numel, groups) bytes, or call through a "
@@ -92,6 +84,7 @@ void L2NormCUDA(ffi::TensorView out, ffi::TensorView x, ffi::Optional<ffi::Tenso
     SumOfSquaresKernel<T>
         <<<grid, kThreads, 0, stream>>>(DataPtr<const T>(x), per_group, partials, DataPtr<T>(out));
     CHECK_CUDA_LAUNCH();
+    if (one_pass) return;
     FinishNormKernel<T><<<static_cast<unsigned int>(groups), kMaxBlocks, 0, stream>>>(
         partials, static_cast<int>(blocks), DataPtr<T>(out));
     CHECK_CUDA_LAUNCH();

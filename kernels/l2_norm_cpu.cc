@@ -29,9 +29,8 @@ void L2NormCPU(ffi::TensorView out, ffi::TensorView x) {
       host::ParallelFor(blocks, 4, 1, [&](int64_t begin, int64_t end) {
         for (int64_t b = begin; b < end; ++b) {
           const int64_t first = b * kBlock;
-          const double sum_sq =
+          partial[b] =
               host::SumOfSquares<double>(group + first, std::min(per_group - first, kBlock));
-          partial[b] = sum_sq;
         }
       });
       double sum_sq = 0;

@@ -52,11 +52,14 @@ def spellings(name: str) -> dict[str, str]:
     }
 
 
+# The template's library name in any of its spellings.
+OLD_NAMES = re.compile("|".join(re.escape(spelling) for spelling in spellings(OLD).values()))
+
+
 def renamer(new: str):
     old, new_s = spellings(OLD), spellings(new)
-    pattern = old_names()
     table = {old[k]: new_s[k] for k in old}
-    return lambda text: pattern.sub(lambda m: table[m.group(0)], text)
+    return lambda text: OLD_NAMES.sub(lambda m: table[m.group(0)], text)
 
 
 def check_name(name: str) -> None:
@@ -146,22 +149,13 @@ def rename_tree(name: str) -> list[Path]:
             target.write_text(rename(text), encoding="utf-8")
             changed.append(target)
             if target.suffix in (".py", ".pyi"):
-                most_per_line = max(most_per_line, *(mentions(line) for line in text.splitlines()))
+                mentions = (len(OLD_NAMES.findall(line)) for line in text.splitlines())
+                most_per_line = max(most_per_line, *mentions)
     for path in sorted(ROOT.glob(f"**/*{OLD}*/"), key=lambda p: len(p.parts), reverse=True):
         if path.is_dir() and not any(path.iterdir()):
             path.rmdir()
     widen_line_limit(most_per_line * (len(name) - len(OLD)))
     return changed
-
-
-def mentions(line: str) -> int:
-    """How many times ``line`` names the template's library, in any spelling."""
-    return len(old_names().findall(line))
-
-
-def old_names() -> re.Pattern[str]:
-    old = spellings(OLD)
-    return re.compile("|".join(re.escape(old[k]) for k in ("snake", "dist", "upper")))
 
 
 def widen_line_limit(extra: int) -> None:

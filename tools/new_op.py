@@ -210,6 +210,11 @@ void {s.camel}CUDA({s.cpp_params()});
 """
 
 
+def element_count(s: Spec) -> str:
+    x = s.inputs[0]
+    return f"  const int64_t n = {x}.numel();\n  if (n == 0) return;\n"
+
+
 def rows_and_cols(s: Spec) -> str:
     x = s.inputs[0]
     return (
@@ -280,7 +285,7 @@ void {s.camel}CUDA({s.cpp_params()}) {{
         launch = f"gpu::LaunchRowwise<T>({s.fn_init()}, rows, cols, stream, {s.data_ptrs()});"
         shared = "the shared row-wise launcher (kernels/rowwise.cuh)"
     else:
-        launcher, size = "elementwise.cuh", f"  const int64_t n = {x}.numel();\n  if (n == 0) return;\n"
+        launcher, size = "elementwise.cuh", element_count(s)
         launch = f"gpu::LaunchElementwise<T>({s.fn_init()}, n, stream, {s.data_ptrs()});"
         shared = "the shared elementwise launcher (kernels/elementwise.cuh)"
     return f"""// SPDX-License-Identifier: Apache-2.0
@@ -356,7 +361,7 @@ void {s.camel}CPU({s.cpp_params()}) {{
         launch = f"host::RunRowwise<T>({s.fn_init()}, rows, cols, {s.data_ptrs()});"
         shared = "row-wise"
     else:
-        launcher, size = "elementwise_cpu.h", f"  const int64_t n = {x}.numel();\n  if (n == 0) return;\n"
+        launcher, size = "elementwise_cpu.h", element_count(s)
         launch = f"host::RunElementwise<T>({s.fn_init()}, n, {s.data_ptrs()});"
         shared = "elementwise"
     return f"""// SPDX-License-Identifier: Apache-2.0
