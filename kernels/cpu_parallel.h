@@ -7,8 +7,8 @@
 // uses the pool at a time; a call made while another holds it (from another Python thread) runs on
 // its own thread instead of waiting. In a process forked from one that started the pool, the pool
 // is started afresh (the child has none of the parent's threads). Calls come from Python with the
-// GIL released. SCALE_LIB_NUM_THREADS caps the thread count (default: the hardware's, at most 16:
-// memory-bound kernels gain little beyond that).
+// GIL released. SCALE_LIB_NUM_THREADS caps the thread count (at most 1024; default: the hardware's,
+// at most 16: memory-bound kernels gain little beyond that).
 #ifndef SCALE_LIB_KERNELS_CPU_PARALLEL_H_
 #define SCALE_LIB_KERNELS_CPU_PARALLEL_H_
 
@@ -36,7 +36,7 @@ inline int64_t MaxThreads() {
   static const int64_t threads = [] {
     if (const char* env = std::getenv("SCALE_LIB_NUM_THREADS")) {
       const long requested = std::strtol(env, nullptr, 10);
-      if (requested >= 1) return static_cast<int64_t>(requested);
+      if (requested >= 1) return static_cast<int64_t>(std::min(requested, 1024L));
     }
     return std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, 16);
   }();
@@ -59,7 +59,11 @@ inline void CpuRelax() {
 }
 
 // Parked workers that run the tasks of one parallel region at a time, with the calling thread.
-// Never destroyed: its threads wait until the process ends (the library is never unloaded).
+// Tasks are claimed one at a time, and a region is over when its tasks have run, not when every
+// worker has looked in: a worker the scheduler is slow to run (the cores busy with another pool,
+// say a framework's OpenMP threads) leaves its share to the threads that are running, the caller
+// included, instead of holding the region up. Never destroyed: its threads wait until the
+// process ends (the library is never unloaded).
 class WorkerPool {
  public:
   explicit WorkerPool(int64_t workers) {
@@ -73,73 +77,85 @@ class WorkerPool {
     }
   }
 
-  // Runs task(i) for every i in [0, tasks) and returns when all have run; false, having run
-  // nothing, when another region holds the pool.
+  // Runs task(i) for every i in [0, tasks) (tasks <= MaxThreads()) and returns when all have run;
+  // false, having run nothing, when another region holds the pool.
   bool TryRun(int64_t tasks, const std::function<void(int64_t)>& task) {
     std::unique_lock<std::mutex> region(region_mutex_, std::try_to_lock);
     if (!region.owns_lock() || workers_ == 0) return false;
     task_ = &task;
-    tasks_ = tasks;
-    next_.store(0, std::memory_order_relaxed);
-    busy_.store(workers_, std::memory_order_relaxed);
+    done_.store(0, std::memory_order_relaxed);
+    const uint64_t generation = Generation(state_.load(std::memory_order_relaxed)) + 1;
     {
       // Under the mutex, so that a worker about to sleep sees the new region or its wake-up.
       std::lock_guard<std::mutex> lock(mutex_);
-      generation_.fetch_add(1, std::memory_order_release);
+      state_.store(generation << 32 | static_cast<uint64_t>(tasks), std::memory_order_release);
     }
-    wake_.notify_all();
-    RunTasks(task, tasks);
+    for (int64_t i = 1; i < std::min(tasks, workers_ + 1); ++i) wake_.notify_one();
+    RunTasks();
     const auto deadline = std::chrono::steady_clock::now() + kSpin;
-    while (busy_.load(std::memory_order_acquire) != 0) {
+    while (done_.load(std::memory_order_acquire) != tasks) {
       if (std::chrono::steady_clock::now() < deadline) {
         CpuRelax();
       } else {
         std::this_thread::yield();
       }
     }
-    task_ = nullptr;
     return true;
   }
 
  private:
-  void RunTasks(const std::function<void(int64_t)>& task, int64_t tasks) {
-    for (int64_t i = next_.fetch_add(1); i < tasks; i = next_.fetch_add(1)) task(i);
+  // state_: the region's generation (bits 32-63), its next unclaimed task (16-31) and its task
+  // count (0-15). Claiming a task is one compare-and-swap, which fails for a stale region.
+  static constexpr uint64_t kOneClaimed = uint64_t{1} << 16;
+  static uint64_t Generation(uint64_t state) { return state >> 32; }
+  static int64_t NextTask(uint64_t state) { return static_cast<int64_t>((state >> 16) & 0xFFFF); }
+  static int64_t TaskCount(uint64_t state) { return static_cast<int64_t>(state & 0xFFFF); }
+
+  // Claims and runs the current region's tasks until none is left. task_ is read only for a
+  // claimed task: the region (and its task) lasts until every claimed task is done.
+  void RunTasks() {
+    uint64_t state = state_.load(std::memory_order_acquire);
+    while (NextTask(state) < TaskCount(state)) {
+      if (state_.compare_exchange_weak(state, state + kOneClaimed, std::memory_order_acq_rel,
+                                       std::memory_order_acquire)) {
+        (*task_)(NextTask(state));
+        done_.fetch_add(1, std::memory_order_release);
+        state = state_.load(std::memory_order_acquire);
+      }
+    }
   }
 
-  // Waits for a region after `seen`: spinning for kSpin, then asleep.
+  // Waits for a region after generation `seen`: spinning for kSpin, then asleep.
   uint64_t WaitForRegion(uint64_t seen) {
+    const auto fresh = [&] { return Generation(state_.load(std::memory_order_acquire)) != seen; };
     const auto deadline = std::chrono::steady_clock::now() + kSpin;
     while (std::chrono::steady_clock::now() < deadline) {
       for (int i = 0; i < 64; ++i) {
-        const uint64_t generation = generation_.load(std::memory_order_acquire);
-        if (generation != seen) return generation;
+        if (fresh()) return Generation(state_.load(std::memory_order_acquire));
         CpuRelax();
       }
     }
     std::unique_lock<std::mutex> lock(mutex_);
-    wake_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != seen; });
-    return generation_.load(std::memory_order_acquire);
+    wake_.wait(lock, fresh);
+    return Generation(state_.load(std::memory_order_acquire));
   }
 
   void Work() {
     uint64_t seen = 0;
     for (;;) {
       seen = WaitForRegion(seen);
-      RunTasks(*task_, tasks_);
-      busy_.fetch_sub(1, std::memory_order_acq_rel);
+      RunTasks();
     }
   }
 
   std::mutex region_mutex_;  // held by the region using the pool
-  std::mutex mutex_;         // parks the workers
+  std::mutex mutex_;  // parks the workers
   std::condition_variable wake_;
-  // The region's task, published to the workers by the generation_ increment.
+  // The region's task, published to the workers by the release store of state_.
   const std::function<void(int64_t)>* task_ = nullptr;
-  int64_t tasks_ = 0;
-  std::atomic<int64_t> next_{0};
+  std::atomic<uint64_t> state_{0};
+  std::atomic<int64_t> done_{0};  // the current region's tasks that have run
   int64_t workers_ = 0;
-  std::atomic<int64_t> busy_{0};  // workers still in the current region
-  std::atomic<uint64_t> generation_{0};
 };
 
 inline pthread_mutex_t pool_creation = PTHREAD_MUTEX_INITIALIZER;
