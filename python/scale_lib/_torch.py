@@ -43,6 +43,13 @@ try:
 except ImportError:  # scale_lib works without PyTorch
     torch = None
 
+    def _dynamo_compiling() -> bool:
+        return False
+
+
+# Whether torch.compile is tracing the running Python code (see TorchAdapter.traced_call).
+tracing = _dynamo_compiling
+
 NAMESPACE = "scale_lib"
 _SCHEMA_TYPE = {float: "float", int: "int", bool: "bool"}
 
@@ -115,9 +122,27 @@ class TorchAdapter(Adapter):
 
     # [torch_route.end]
 
+    # [torch_traced.begin]
+    def traced_call(self, op: Op, inputs: tuple[Any, ...], attrs: tuple[Any, ...], out: Any) -> Any:
+        """The call as torch.compile traces it: compiled code checks everything the traced Python
+        read (its guards) on every call, so this route to the custom op reads as little as it
+        can. None when an argument is not a tensor: the dispatcher's full route handles it."""
+        for t in inputs:
+            if t is not None and not isinstance(t, _Tensor):
+                return None
+        if out is not None:
+            if not isinstance(out, _Tensor):
+                return None
+            if not op.takes_out:
+                raise TypeError(f"{op.name} has no out=: the size of its result depends on the data")
+            self.check_out(out, "out")
+        return self.call(op, inputs, op.convert_attrs(attrs), out)
+
+    # [torch_traced.end]
+
     def call(self, op: Op, inputs: tuple[Any, ...], attrs: tuple[Any, ...], out: Any) -> Any:
         # See "DTensor" below. Registering strategies is a side effect torch.compile must not trace.
-        if (_pending_strategies or op.spec.sharding is None) and not _dynamo_compiling():
+        if not _dynamo_compiling() and (_pending_strategies or op.spec.sharding is None):
             _before_custom_op_call(op, inputs)
         x = inputs[0]
         if not _dynamo_compiling():  # under torch.compile, the fake implementation checks
