@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from backends import Backend, backend_params
+from cases import declared_cases
 from reference import assert_close, random_data, scale_reference
 
 import scale_lib
@@ -133,6 +134,37 @@ def test_torch_compile_out_and_backward(backend: Backend) -> None:
     loss = torch.compile(lambda v: scale_lib.scale(v, 5.0).square().sum(), fullgraph=True)(xg)
     loss.backward()
     torch.testing.assert_close(xg.grad, 2 * 25.0 * xg.detach())
+
+
+class _AnotherArrayType:
+    pass
+
+
+@pytest.mark.parametrize("case", [c for c in declared_cases("cpu") if c.jittable], ids=lambda c: c.name)
+def test_compiled_calls_do_not_depend_on_the_librarys_registries(case) -> None:
+    # Compiled code re-checks, on every call, what the traced Python read (dynamo's guards). The
+    # eager route's registries change as a process runs (a new array type, a framework imported):
+    # were they read while tracing, each change would recompile, and every call would pay for
+    # checking them.
+    from scale_lib import _dispatch, _numpy
+
+    compiles = []
+
+    def count_compiles(gm, example_inputs):
+        compiles.append(gm)
+        return gm.forward
+
+    torch._dynamo.reset()
+    arrays = [torch.from_numpy(a) for a in case.numpy_inputs(seed=3).values()]
+    compiled = torch.compile(lambda *a: case.call(*a), backend=count_compiles, fullgraph=True)
+    expected = case.call(*arrays)
+    torch.testing.assert_close(compiled(*arrays), expected)
+    _dispatch._BY_TYPE[_AnotherArrayType] = _numpy.ADAPTER
+    try:
+        torch.testing.assert_close(compiled(*arrays), expected)
+    finally:
+        del _dispatch._BY_TYPE[_AnotherArrayType]
+    assert len(compiles) == 1
 
 
 def test_torch_export_records_the_custom_op() -> None:
