@@ -9,10 +9,11 @@ Writes ``overhead.json``, ``overhead.png`` (with matplotlib) and ``overhead.md``
 marks each target met or missed (``benchmarks/report.py`` renders the same from the JSON).
 
 Method: for each case the implementations take turns, sample by sample; a sample is the wall time
-of N back-to-back calls divided by N (N chosen so that a sample takes a few milliseconds), with one
-synchronisation at its end for asynchronous frameworks, so the time is what the host spends per
-call when the kernels are tiny. The JSON keeps the median and the minimum over the samples; the
-report uses the median.
+of N back-to-back calls divided by N (N chosen so that a sample takes a few milliseconds), after
+one untimed call, with one synchronisation at its end for asynchronous frameworks, so the time is
+what the host spends per call when the kernels are tiny. The JSON keeps the median and the minimum
+over the samples; the report uses the median. On the CPU, the decode step also records the cost of
+switching between the two chains (``handover_us``), which the samples leave out.
 
 The cases come from the library's list of declared ops (``scale_lib.ops.OPS``): a public op with
 no decode-size case or no framework equivalent below is not measured, and the run says so.
@@ -397,7 +398,10 @@ def per_call_us(
     The implementations take turns sample by sample, so that drift of the machine (clock
     frequency, a neighbour) is shared by all of them instead of landing on whichever ran during
     it: the differences between columns are what this benchmark is about. N is the same for all
-    of them, chosen so that a sample of the slowest takes about ``sample_s``.
+    of them, chosen so that a sample of the slowest takes about ``sample_s``. Each sample starts
+    with one untimed call, so that it measures the calls and not the switch from the previous
+    implementation (on the CPU, PyTorch's OpenMP threads keep their cores busy for a while after
+    each of its ops, which slows whatever runs next; see ``handover_us``).
     """
     slowest = 0.0
     for fn in impls.values():
@@ -414,6 +418,9 @@ def per_call_us(
     samples: dict[str, list[float]] = {name: [] for name in impls}
     for _ in range(repeats):
         for name, fn in impls.items():
+            r = fn()
+            if sync:
+                sync(r)
             t0 = time.perf_counter()
             for _ in range(number):
                 r = fn()
@@ -575,21 +582,37 @@ def run_decode(device: str, sample_s: float, repeats: int, quick: bool) -> list[
                 except Exception as err:  # noqa: BLE001 - recorded: the report marks the mode missed
                     works[name], errors[name] = False, f"{type(err).__name__}: {err}"[:500]
             timings = per_call_us(impls, sample_s, repeats, sync) if impls else {}
-            rows.append(
-                {
-                    "array": f"torch {device}",
-                    "mode": mode,
-                    "batch": batch,
-                    "shape": [batch, HIDDEN],
-                    "dtype": "bfloat16",
-                    "works": works,
-                    "errors": errors,
-                    "impls": [{"label": name, **t} for name, t in timings.items()],
-                }
-            )
+            row = {
+                "array": f"torch {device}",
+                "mode": mode,
+                "batch": batch,
+                "shape": [batch, HIDDEN],
+                "dtype": "bfloat16",
+                "works": works,
+                "errors": errors,
+                "impls": [{"label": name, **t} for name, t in timings.items()],
+            }
+            if device == "cpu" and len(impls) == 2:
+                row["handover_us"] = handover_us(impls, repeats)
+            rows.append(row)
             cells = ", ".join(f"{name} {t['median_us']:.2f}" for name, t in timings.items())
             print(f"decode torch {device} B={batch:<3d} {mode:30s} {cells} {errors or ''}", flush=True)
     return rows
+
+
+def handover_us(impls: dict[str, Fn], repeats: int) -> dict[str, float]:
+    """{"<a> after <b>": median microseconds of one call of a made right after one call of b},
+    both ways: the cost of switching between two implementations that each run their own CPU
+    threads (per_call_us leaves it out)."""
+    (a, call_a), (b, call_b) = impls.items()
+    times: dict[str, list[float]] = {f"{a} after {b}": [], f"{b} after {a}": []}
+    for _ in range(repeats):
+        for key, before, timed in ((f"{a} after {b}", call_b, call_a), (f"{b} after {a}", call_a, call_b)):
+            before()
+            t0 = time.perf_counter()
+            timed()
+            times[key].append((time.perf_counter() - t0) * 1e6)
+    return {key: statistics.median(v) for key, v in times.items()}
 
 
 def _close(got: Any, expected: Any) -> bool:

@@ -164,6 +164,13 @@ def _decode_section(rows: list[dict], capture: list[dict]) -> list[str]:
         "",
         "- Target scale_lib's chain faster than PyTorch's in every mode: " + _verdict(len(met), missed),
     ]
+    for r in rows:
+        if r.get("handover_us"):
+            cells = ", ".join(f"{key} {us:.0f}" for key, us in r["handover_us"].items())
+            out.append(
+                f"- {r['array']} B={r['batch']}, one step right after one step of the other chain "
+                f"(µs, median; not part of the targets): {cells}."
+            )
     for c in capture:
         ok = c["graphs"] == 1 and c["graph_breaks"] == 0 and c["scale_lib_ops_in_graph"] == 6
         reasons = f" ({'; '.join(c['break_reasons'])})" if c["break_reasons"] else ""
