@@ -28,9 +28,10 @@
 namespace scale_lib {
 namespace host {
 
-// The smallest share of an elementwise or row-wise kernel worth a thread of its own: about
-// 256 KB of float32, against the few microseconds of waking a parked thread.
-inline constexpr int64_t kMinItemsPerThread = int64_t{1} << 16;
+// The smallest share of an elementwise or row-wise kernel worth a thread of its own: 64 KB of
+// float32, several microseconds of work against the one or two of handing it to a thread that is
+// spinning (they are, between the back-to-back calls of a model step).
+inline constexpr int64_t kMinItemsPerThread = int64_t{1} << 14;
 
 inline int64_t MaxThreads() {
   static const int64_t threads = [] {
