@@ -28,10 +28,12 @@
 namespace scale_lib {
 namespace host {
 
-// The smallest share of an elementwise or row-wise kernel worth a thread of its own: 64 KB of
-// float32, several microseconds of work against the one or two of handing it to a thread that is
-// spinning (they are, between the back-to-back calls of a model step).
-inline constexpr int64_t kMinItemsPerThread = int64_t{1} << 14;
+// The smallest share of an elementwise or row-wise kernel worth a thread of its own: 128 KB of
+// float32 (PyTorch's grain size too), several microseconds of work against the one or two of
+// handing it to a spinning thread. Not less: while a framework's own CPU threads are busy (after
+// a PyTorch op, its OpenMP threads spin on every core for a while), a worker that is descheduled
+// holding a share delays the whole call, and small inputs are better off on the calling thread.
+inline constexpr int64_t kMinItemsPerThread = int64_t{1} << 15;
 
 inline int64_t MaxThreads() {
   static const int64_t threads = [] {
