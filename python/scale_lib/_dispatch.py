@@ -16,6 +16,9 @@ from . import _cupy, _jax, _numpy, _paddle, _torch
 from ._adapter import Adapter
 from ._op import Op, exact_types
 from ._spec import OpSpec
+
+# By name, not through the _torch module: code torch.compile traces reads them, and a module
+# reached by two paths would cost a guard of its own on every compiled call.
 from ._torch import ADAPTER as _TORCH
 from ._torch import tracing as _torch_tracing
 
@@ -71,8 +74,7 @@ class Dispatcher:
             _check_other_inputs(op, inputs)
         out_adapter = adapter
         if out is not None:
-            if not op.takes_out:
-                raise TypeError(f"{op.name} has no out=: the size of its result depends on the data")
+            op.check_out_allowed()
             if type(out) is not type(x):  # same type as x: same framework
                 out_adapter = adapter_of(out, "out")
             if out_adapter.guards_out or out_adapter is not adapter:

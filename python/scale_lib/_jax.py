@@ -100,8 +100,7 @@ class JaxAdapter(Adapter):
     def call(self, op: Op, inputs: tuple[Any, ...], attrs: tuple[Any, ...], out: Any) -> Any:
         """Run ``op`` on JAX arrays through XLA; the library's checks, raised in Python."""
         if out is not None:
-            if op.spec.output.allocated_by_library:
-                raise TypeError(f"{op.name} has no out=: the size of its result depends on the data")
+            op.check_out_allowed()
             raise TypeError(
                 f"out= is not supported when {op.input_names[0]} is a JAX array: JAX arrays are "
                 "immutable. Omit out= and use the returned array"

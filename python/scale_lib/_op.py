@@ -69,6 +69,11 @@ class Op:
             raise TypeError(f"{self.name} takes {len(self._converters)} scalar argument(s); got {len(attrs)}")
         return tuple([convert(value) for convert, value in zip(self._converters, attrs, strict=True)])
 
+    def check_out_allowed(self) -> None:
+        """TypeError for ``out=`` given to an op whose result size depends on the data."""
+        if not self.takes_out:
+            raise TypeError(f"{self.name} has no out=: the size of its result depends on the data")
+
     def check_device(self, device_type: str) -> None:
         """The library's refusal of a CPU array for an op with only a CUDA implementation, for
         calls that the framework runs before the library sees them (autograd, tracing)."""

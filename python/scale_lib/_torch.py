@@ -133,8 +133,7 @@ class TorchAdapter(Adapter):
         if out is not None:
             if not isinstance(out, _Tensor):
                 return None
-            if not op.takes_out:
-                raise TypeError(f"{op.name} has no out=: the size of its result depends on the data")
+            op.check_out_allowed()
             self.check_out(out, "out")
         return self.call(op, inputs, op.convert_attrs(attrs), out)
 
