@@ -68,15 +68,17 @@ void L2NormCUDA(ffi::TensorView out, ffi::TensorView x, ffi::Optional<ffi::Tenso
   // cudaMalloc. In one pass, none.
   ffi::Tensor framework_workspace;
   double* partials = nullptr;
-  if (!one_pass && workspace.has_value()) {
-    partials = DataPtr<double>(workspace.value());
-  } else if (!one_pass) {
-    SCALE_LIB_CHECK(HasFrameworkAllocator(), ValueError)
-        << "l2_norm on CUDA needs a workspace: call l2_norm_with_workspace(out, workspace, x) "
-           "with at least l2_norm_workspace_bytes(numel, groups) bytes, or call through a "
-           "framework that publishes its allocator (PyTorch, Paddle, JAX)";
-    framework_workspace = AllocFromFramework(ffi::Shape({groups * blocks}), kFloat64, x.device());
-    partials = static_cast<double*>(framework_workspace.data_ptr());
+  if (!one_pass) {
+    if (workspace.has_value()) {
+      partials = DataPtr<double>(workspace.value());
+    } else {
+      SCALE_LIB_CHECK(HasFrameworkAllocator(), ValueError)
+          << "l2_norm on CUDA needs a workspace: call l2_norm_with_workspace(out, workspace, x) "
+             "with at least l2_norm_workspace_bytes(numel, groups) bytes, or call through a "
+             "framework that publishes its allocator (PyTorch, Paddle, JAX)";
+      framework_workspace = AllocFromFramework(ffi::Shape({groups * blocks}), kFloat64, x.device());
+      partials = static_cast<double*>(framework_workspace.data_ptr());
+    }
   }
   DispatchFloating(x.dtype(), "x", [&](auto tag) {
     using T = typename decltype(tag)::type;

@@ -104,7 +104,9 @@ class TorchAdapter(Adapter):
     # [torch_route.begin]
     def takes_call(self, op: Op, inputs: tuple[Any, ...]) -> bool:
         # Every eager call runs this, so it is a plain loop of cheap checks.
-        if _dynamo_compiling():  # torch.compile traces this code: put the op in its graph
+        # torch.compile tracing a call whose arguments are not all tensors (the dispatcher sends
+        # the others to traced_call): put the op in its graph.
+        if _dynamo_compiling():
             return True
         if _forward_ad._current_level >= 0:  # dual tensors exist only inside a level
             return True
