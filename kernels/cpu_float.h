@@ -205,26 +205,74 @@ void StoreN(const typename FloatMath<T>::Compute* src, T* dst, int64_t n) {
   }
 }
 
-// Sum of squares in the accumulation type A of n values of storage type T, with independent
-// partial sums, so the compiler can vectorise it without reassociating (no -ffast-math): the
-// order is fixed, the result deterministic.
-template <typename A, typename T>
-A SumOfSquares(const T* v, int64_t n) {
-  constexpr int kLanes = 16;
-  A partial[kLanes] = {};
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
+// Sum of squares in the accumulation type A of n values of storage type T, in kLanes independent
+// partial sums (value i goes to lane i % kLanes; the last n % kLanes values are summed in order,
+// then the lanes), so the loop vectorises without reassociation (no -ffast-math): the order is
+// fixed and the result deterministic. Where the CPU has AVX2 (and F16C) the same operations run
+// on wider vectors: no FMA, and 16-bit values convert exactly, so the bits are the same.
+namespace sum_of_squares {
+
+constexpr int kLanes = 16;
+
+// lanes[k] += v[i]^2 for i % kLanes == k; n is a multiple of kLanes, C a compute type.
+template <typename A, typename C>
+[[gnu::always_inline]] inline void AddSquares(A* lanes, const C* v, int64_t n) {
+  A partial[kLanes];
+  for (int k = 0; k < kLanes; ++k) partial[k] = lanes[k];  // a local copy stays in registers
+  for (int64_t i = 0; i < n; i += kLanes) {
     for (int k = 0; k < kLanes; ++k) {
-      const A value = static_cast<A>(FloatMath<T>::Load(v[i + k]));
+      const A value = static_cast<A>(v[i + k]);
       partial[k] += value * value;
     }
   }
+  for (int k = 0; k < kLanes; ++k) lanes[k] = partial[k];
+}
+
+// The whole multiples of kLanes of v: 16-bit values converted a chunk at a time.
+template <typename A, typename T>
+[[gnu::always_inline]] inline void AddWholeLanes(A* lanes, const T* v, int64_t whole) {
+  if constexpr (std::is_same_v<T, Compute<T>>) {
+    AddSquares(lanes, v, whole);
+  } else {
+    constexpr int64_t kChunk = 64 * kLanes;
+    Compute<T> buf[kChunk];
+    for (int64_t start = 0; start < whole; start += kChunk) {
+      const int64_t len = whole - start < kChunk ? whole - start : kChunk;
+      LoadN(v + start, buf, len);
+      AddSquares(lanes, buf, len);
+    }
+  }
+}
+
+#if defined(SCALE_LIB_X86)
+template <typename A, typename T>
+__attribute__((target("avx2,f16c"))) void AddWholeLanesAVX2(A* lanes, const T* v, int64_t whole) {
+  AddWholeLanes(lanes, v, whole);
+}
+#endif
+
+}  // namespace sum_of_squares
+
+template <typename A, typename T>
+A SumOfSquares(const T* v, int64_t n) {
+  using sum_of_squares::kLanes;
+  A lanes[kLanes] = {};
+  const int64_t whole = n - n % kLanes;
+#if defined(SCALE_LIB_X86)
+  if (HasAVX2() && HasF16C()) {
+    sum_of_squares::AddWholeLanesAVX2(lanes, v, whole);
+  } else {
+    sum_of_squares::AddWholeLanes(lanes, v, whole);
+  }
+#else
+  sum_of_squares::AddWholeLanes(lanes, v, whole);
+#endif
   A sum = 0;
-  for (; i < n; ++i) {
+  for (int64_t i = whole; i < n; ++i) {
     const A value = static_cast<A>(FloatMath<T>::Load(v[i]));
     sum += value * value;
   }
-  for (int k = 0; k < kLanes; ++k) sum += partial[k];
+  for (int k = 0; k < kLanes; ++k) sum += lanes[k];
   return sum;
 }
 

@@ -14,6 +14,7 @@ from backends import (
     backend_out_params,
     backend_params,
     check_native,
+    numpy_dtype,
     shape_id,
 )
 from cases import OpCase
@@ -83,6 +84,18 @@ def test_deterministic(backend: Backend) -> None:
     first = backend.to_numpy(scale_lib.l2_norm(x))
     for _ in range(5):
         np.testing.assert_array_equal(backend.to_numpy(scale_lib.l2_norm(x)), first)
+
+
+@pytest.mark.parametrize("n", [15, 16, 1023, 1024, 1040, 4097, 70_001])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_cpu_16_bit_norm_rounds_the_float32_norm_of_the_same_values(dtype: str, n: int) -> None:
+    # On the CPU the squares are summed in float64 in an order fixed by the element count alone,
+    # so 16-bit values (converted to float a chunk at a time, with vector instructions where the
+    # CPU has them) sum exactly as float32 arrays of the same values do: the results differ only
+    # by the last rounding, to the 16-bit type.
+    x16 = np.array(random_data((n,), n) * 50, dtype=numpy_dtype(dtype))
+    norm32 = scale_lib.l2_norm(x16.astype(np.float32))
+    np.testing.assert_array_equal(scale_lib.l2_norm(x16), norm32.astype(numpy_dtype(dtype)))
 
 
 @pytest.mark.parametrize(

@@ -24,7 +24,8 @@ class Adapter:
     # library could take it from.
     needs_explicit_workspace = False
     # Whether the framework publishes its allocator to the library on every call (TVM-FFI does
-    # for PyTorch and Paddle): then the library allocates outputs itself, in the same call.
+    # for PyTorch and Paddle): then the library allocates outputs itself, in the same call. Such
+    # a framework publishes its stream too, so it needs no sets_stream.
     publishes_allocator = False
     # Whether check_out/written do anything: when not, the out= path skips calling them.
     guards_out = False

@@ -87,8 +87,14 @@ class Dispatcher:
         if not exact_types(attrs, op.attr_types):
             attrs = op.convert_attrs(attrs)
         if out is None and op.fn_new is not None and adapter.publishes_allocator:
-            # The library allocates the output with the framework: one call.
-            return _invoke(adapter, x, op.fn_new, inputs, op.input_names, attrs)
+            # The library allocates the output with the framework (and on its stream): one call.
+            try:
+                return op.fn_new(*inputs, *attrs)
+            except BufferError:
+                return _retry_converted(adapter, x, op.fn_new, inputs, op.input_names, attrs)
+            except RuntimeError:
+                _diagnose(inputs, op.input_names)
+                raise
         if not op.plain:
             return _call_special(adapter, op, inputs, attrs, out, out_adapter)
         written = None
