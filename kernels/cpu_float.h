@@ -169,6 +169,10 @@ inline bool HasAVX2() {
   static const bool has = __builtin_cpu_supports("avx2");
   return has;
 }
+
+// Whether the CPU runs the loops compiled with target("avx2,f16c") (here and in
+// elementwise_cpu.h).
+inline bool HasAVX2AndF16C() { return HasAVX2() && HasF16C(); }
 #endif
 
 template <typename T>
@@ -259,7 +263,7 @@ A SumOfSquares(const T* v, int64_t n) {
   A lanes[kLanes] = {};
   const int64_t whole = n - n % kLanes;
 #if defined(SCALE_LIB_X86)
-  if (HasAVX2() && HasF16C()) {
+  if (HasAVX2AndF16C()) {
     sum_of_squares::AddWholeLanesAVX2(lanes, v, whole);
   } else {
     sum_of_squares::AddWholeLanes(lanes, v, whole);

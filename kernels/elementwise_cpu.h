@@ -62,7 +62,7 @@ void Loop(const Fn fn, int64_t n, T* out, std::index_sequence<I...> inputs, cons
     for (int64_t i = 0; i < n; ++i) out[i] = fn(ins[i]...);
   } else {
 #if defined(SCALE_LIB_X86)
-    if (HasAVX2() && HasF16C()) return ChunkedLoopAVX2<T>(fn, n, out, inputs, ins...);
+    if (HasAVX2AndF16C()) return ChunkedLoopAVX2<T>(fn, n, out, inputs, ins...);
 #endif
     ChunkedLoop<T>(fn, n, out, inputs, ins...);
   }

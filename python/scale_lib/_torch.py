@@ -142,11 +142,12 @@ class TorchAdapter(Adapter):
     # [torch_traced.end]
 
     def call(self, op: Op, inputs: tuple[Any, ...], attrs: tuple[Any, ...], out: Any) -> Any:
-        # See "DTensor" below. Registering strategies is a side effect torch.compile must not trace.
-        if not _dynamo_compiling() and (_pending_strategies or op.spec.sharding is None):
-            _before_custom_op_call(op, inputs)
         x = inputs[0]
-        if not _dynamo_compiling():  # under torch.compile, the fake implementation checks
+        if not _dynamo_compiling():
+            # See "DTensor" below: registering strategies is a side effect torch.compile must not
+            # trace. The checks that follow are, under torch.compile, the fake implementation's.
+            if _pending_strategies or op.spec.sharding is None:
+                _before_custom_op_call(op, inputs)
             for name, t in zip(op.input_names, inputs, strict=True):
                 if t is not None:
                     _check_tensor(t, name)
