@@ -43,6 +43,7 @@
 #include <tvm/ffi/extra/cuda/device_guard.h>
 #endif
 
+#include "float_env.h"
 #include "tvm_ffi_utils_detail.h"
 
 namespace scale_lib {
@@ -244,11 +245,13 @@ void CheckCudaDriver();  // kernels/cuda_driver.cu: RuntimeError if the driver i
 
 // [route.begin]
 // Runs `cpu_call` or `cuda_call` by the device of tensor `t`. In a CPU-only build the CUDA call
-// is not compiled in, and a CUDA tensor raises a ValueError instead. For functions that return
-// a value, write the calls as `return F(...)`.
+// is not compiled in, and a CUDA tensor raises a ValueError instead. `cpu_call` runs in the
+// library's floating-point mode (float_env.h), whatever the calling thread's. For functions that
+// return a value, write the calls as `return F(...)`.
 #define SCALE_LIB_ROUTE_BY_DEVICE(t, cpu_call, cuda_call)               \
   do {                                                                  \
     if (::scale_lib::detail::CheckSupportedDevice((t), #t) == kDLCPU) { \
+      const ::scale_lib::IeeeSubnormals ieee_mode_;                     \
       cpu_call;                                                         \
     } else {                                                            \
       SCALE_LIB_CUDA_OR_THROW(cuda_call, #t);                           \

@@ -72,12 +72,24 @@ inline uint16_t FloatToBFloat16(float f) {
   return static_cast<uint16_t>((bits & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
 }
 
-// FloatMath<T>: Compute is the arithmetic type; Load/Store convert to and from the storage type.
+// A double rounded to float toward zero, then its last bit set if that was inexact ("round to
+// odd"). Rounding the result again to nearest-even at 16 bits (or any width at least two bits
+// narrower than float's 24) gives the double's correctly rounded value: one rounding, not two.
+inline float DoubleToFloatRoundToOdd(double d) {
+  float f = static_cast<float>(d);
+  if (std::isnan(d) || static_cast<double>(f) == d) return f;
+  if (std::fabs(static_cast<double>(f)) > std::fabs(d)) f = std::nextafter(f, 0.0f);
+  return BitsToFloat(FloatToBits(f) | 1u);
+}
+
+// FloatMath<T>: Compute is the arithmetic type; Load/Store convert to and from the storage type;
+// StoreDouble rounds a double result (a sum kept in double) to T once.
 template <typename T>
 struct FloatMath {
   using Compute = T;
   static T Load(T v) { return v; }
   static T Store(T v) { return v; }
+  static T StoreDouble(double v) { return static_cast<T>(v); }
 };
 
 template <>
@@ -85,6 +97,7 @@ struct FloatMath<float16_t> {
   using Compute = float;
   static float Load(float16_t v) { return HalfToFloat(v.bits); }
   static float16_t Store(float v) { return float16_t{FloatToHalf(v)}; }
+  static float16_t StoreDouble(double v) { return Store(DoubleToFloatRoundToOdd(v)); }
 };
 
 template <>
@@ -92,6 +105,7 @@ struct FloatMath<bfloat16_t> {
   using Compute = float;
   static float Load(bfloat16_t v) { return BFloat16ToFloat(v.bits); }
   static bfloat16_t Store(float v) { return bfloat16_t{FloatToBFloat16(v)}; }
+  static bfloat16_t StoreDouble(double v) { return Store(DoubleToFloatRoundToOdd(v)); }
 };
 
 template <typename T>

@@ -7,8 +7,11 @@
 // uses the pool at a time; a call made while another holds it (from another Python thread) runs on
 // its own thread instead of waiting. In a process forked from one that started the pool, the pool
 // is started afresh (the child has none of the parent's threads). Calls come from Python with the
-// GIL released. SCALE_LIB_NUM_THREADS caps the thread count (at most 1024; default: the hardware's,
-// at most 16: memory-bound kernels gain little beyond that).
+// GIL released. Every task runs in the library's floating-point mode (float_env.h), and an
+// exception thrown by a task (std::bad_alloc, say) is caught on its thread and rethrown to the
+// caller once every task of the call has ended: none escapes a pool thread, and a failed call
+// leaves the pool as usable as before. SCALE_LIB_NUM_THREADS caps the thread count (at most 1024;
+// default: the hardware's, at most 16: memory-bound kernels gain little beyond that).
 #ifndef SCALE_LIB_KERNELS_CPU_PARALLEL_H_
 #define SCALE_LIB_KERNELS_CPU_PARALLEL_H_
 
@@ -20,10 +23,12 @@
 #include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
+#include <exception>
 #include <functional>
 #include <mutex>
-#include <system_error>
 #include <thread>
+
+#include "float_env.h"
 
 namespace scale_lib {
 namespace host {
@@ -74,7 +79,7 @@ class WorkerPool {
       try {
         std::thread([this] { Work(); }).detach();
         ++workers_;
-      } catch (const std::system_error&) {
+      } catch (...) {  // std::system_error, or std::bad_alloc under memory pressure
         break;  // no more threads to be had: the pool works with those it has
       }
     }
@@ -171,12 +176,18 @@ inline void ForgetPoolInChild() {
   pool = nullptr;
 }
 
+// Throws std::bad_alloc, with no pool made and nothing held, when the pool cannot be allocated.
 inline WorkerPool& Pool() {
   pthread_mutex_lock(&pool_creation);
   if (pool == nullptr) {
     static const bool registered = pthread_atfork(nullptr, nullptr, ForgetPoolInChild) == 0;
     (void)registered;
-    pool = new WorkerPool(MaxThreads() - 1);
+    try {
+      pool = new WorkerPool(MaxThreads() - 1);
+    } catch (...) {
+      pthread_mutex_unlock(&pool_creation);
+      throw;
+    }
   }
   WorkerPool& result = *pool;
   pthread_mutex_unlock(&pool_creation);
@@ -186,21 +197,34 @@ inline WorkerPool& Pool() {
 }  // namespace detail
 
 // Calls body(begin, end) on disjoint ranges covering [0, n), each range a multiple of `align`
-// items (but the last), on up to MaxThreads() threads with at least `min_per_thread` items each.
-// `body` must not throw.
+// items (but the last), on up to MaxThreads() threads with at least `min_per_thread` items each,
+// every one in the library's floating-point mode. If `body` throws, the first exception is
+// rethrown here after every range has ended (the others may or may not have run).
 template <typename Body>
 void ParallelFor(int64_t n, int64_t min_per_thread, int64_t align, const Body& body) {
   const int64_t threads = std::min(MaxThreads(), n / std::max<int64_t>(min_per_thread, 1));
   if (threads <= 1) {
+    const IeeeSubnormals ieee;
     if (n > 0) body(0, n);
     return;
   }
   const int64_t chunk = ((n + threads - 1) / threads + align - 1) / align * align;
   const int64_t chunks = (n + chunk - 1) / chunk;
-  const std::function<void(int64_t)> task = [&](int64_t i) {
-    body(i * chunk, std::min(n, (i + 1) * chunk));
+  std::exception_ptr error;
+  std::atomic<bool> failed{false};
+  const std::function<void(int64_t)> task = [&](int64_t i) noexcept {
+    const IeeeSubnormals ieee;
+    try {
+      body(i * chunk, std::min(n, (i + 1) * chunk));
+    } catch (...) {
+      if (!failed.exchange(true, std::memory_order_acq_rel)) error = std::current_exception();
+    }
   };
-  if (!detail::Pool().TryRun(chunks, task)) body(0, n);  // the pool is busy: run here
+  if (!detail::Pool().TryRun(chunks, task)) {  // the pool is busy: run here
+    const IeeeSubnormals ieee;
+    body(0, n);
+  }
+  if (error) std::rethrow_exception(error);
 }
 
 }  // namespace host

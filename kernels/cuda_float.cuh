@@ -21,6 +21,8 @@ struct FloatMath {
   using Compute = T;
   __device__ static T Load(T v) { return v; }
   __device__ static T Store(T v) { return v; }
+  // A double result (a sum kept in double) rounded once to T.
+  __device__ static T StoreDouble(double v) { return static_cast<T>(v); }
 };
 
 template <>
@@ -28,6 +30,7 @@ struct FloatMath<float16_t> {
   using Compute = float;
   __device__ static float Load(float16_t v) { return __half2float(v); }
   __device__ static float16_t Store(float v) { return __float2half_rn(v); }
+  __device__ static float16_t StoreDouble(double v) { return __double2half(v); }
 };
 
 template <>
@@ -39,6 +42,7 @@ struct FloatMath<bfloat16_t> {
     return __uint_as_float(static_cast<unsigned int>(__bfloat16_as_ushort(v)) << 16);
   }
   __device__ static bfloat16_t Store(float v) { return __float2bfloat16_rn(v); }
+  __device__ static bfloat16_t StoreDouble(double v) { return __double2bfloat16(v); }
 };
 
 template <typename T>

@@ -31,8 +31,7 @@ __global__ void __launch_bounds__(kThreads)
   sum = BlockReduce(storage).Sum(sum);
   if (threadIdx.x != 0) return;
   if (partials == nullptr) {  // one block per norm: finish it here
-    using Compute = typename gpu::FloatMath<T>::Compute;
-    out[blockIdx.y] = gpu::FloatMath<T>::Store(static_cast<Compute>(sqrt(sum)));
+    out[blockIdx.y] = gpu::FloatMath<T>::StoreDouble(sqrt(sum));
   } else {
     partials[static_cast<int64_t>(blockIdx.y) * gridDim.x + blockIdx.x] = sum;
   }
@@ -46,8 +45,7 @@ __global__ void __launch_bounds__(kMaxBlocks)
   const double* group = partials + static_cast<int64_t>(blockIdx.x) * blocks_per_group;
   const double sum =
       BlockReduce(storage).Sum(threadIdx.x < blocks_per_group ? group[threadIdx.x] : 0.0);
-  using Compute = typename gpu::FloatMath<T>::Compute;
-  if (threadIdx.x == 0) out[blockIdx.x] = gpu::FloatMath<T>::Store(static_cast<Compute>(sqrt(sum)));
+  if (threadIdx.x == 0) out[blockIdx.x] = gpu::FloatMath<T>::StoreDouble(sqrt(sum));
 }
 
 }  // namespace

@@ -35,7 +35,7 @@ void L2NormCPU(ffi::TensorView out, ffi::TensorView x) {
       });
       double sum_sq = 0;
       for (double p : partial) sum_sq += p;
-      norms[g] = Math::Store(static_cast<typename Math::Compute>(std::sqrt(sum_sq)));
+      norms[g] = Math::StoreDouble(std::sqrt(sum_sq));
     }
   });
 }

@@ -38,7 +38,6 @@ Acc<T> RowRstd(const Acc<T>* row, int64_t hidden, Acc<T> eps) {
 template <typename T>
 void RmsNormRows(T* out, const T* x, const T* weight, RowLayout x_rows, int64_t out_stride,
                  double eps, int64_t first_row, int64_t end_row) {
-  IeeeSubnormals ieee;  // on every thread of the call: eps is added as given (rms_norm.h)
   const int64_t h = x_rows.hidden;
   std::vector<Acc<T>> row_scratch(static_cast<size_t>(h)), y(static_cast<size_t>(h));
   std::vector<Acc<T>> w(weight != nullptr ? static_cast<size_t>(h) : 0);
@@ -82,7 +81,6 @@ void RmsNormRstdCPU(ffi::TensorView rstd, ffi::TensorView x, double eps) {
     using T = typename decltype(tag)::type;
     const T* x_data = DataPtr<const T>(x);
     double* out = DataPtr<double>(rstd);
-    IeeeSubnormals ieee;
     std::vector<Acc<T>> scratch(static_cast<size_t>(x_rows.hidden));
     for (int64_t r = 0; r < x_rows.rows; ++r) {
       const Acc<T>* row = RowInComputeType(x_data + r * x_rows.row_stride, x_rows.hidden, scratch);

@@ -38,7 +38,17 @@ def test_out_not_an_array(backend: Backend) -> None:
 # -- factor -------------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("factor", "type_name"),
-    [("2.0", "str"), (None, "NoneType"), (1 + 2j, "complex"), (np.ones(1), "ndarray"), (True, "bool")],
+    [
+        ("2.0", "str"),
+        (None, "NoneType"),
+        (1 + 2j, "complex"),
+        (np.ones(1), "ndarray"),
+        (True, "bool"),
+        # NumPy registers timedelta64 as an integer type; a time is not a number either way.
+        (np.timedelta64(3, "ms"), "timedelta64"),
+        (np.timedelta64(2), "timedelta64"),
+        (np.datetime64("2026-01-01"), "datetime64"),
+    ],
 )
 @pytest.mark.parametrize("backend", backend_params(), indirect=True)
 def test_factor_not_a_real_number(backend: Backend, factor, type_name: str) -> None:

@@ -23,7 +23,6 @@ from hypothesis import strategies as st
 from properties import (
     ALL,
     PROFILE_SETTINGS,
-    _as_seen_by_kernel,
     _check_guards,
     _draw_offset,
     _dtypes_for,
@@ -86,16 +85,36 @@ def test_deterministic(backend: Backend) -> None:
         np.testing.assert_array_equal(backend.to_numpy(scale_lib.l2_norm(x)), first)
 
 
-@pytest.mark.parametrize("n", [15, 16, 1023, 1024, 1040, 4097, 70_001])
+def _rounded_once(value: float, dtype: str) -> np.ndarray:
+    """``value`` rounded to nearest-even in the 16-bit ``dtype``, in one rounding: of the two
+    neighbours of a first guess and the guess itself, the nearest (even bits on a tie)."""
+    guess = np.array(value, dtype=np.float32).astype(numpy_dtype(dtype)).reshape(1).view(np.uint16)
+    candidates = (guess.astype(np.int64) + np.array([-1, 0, 1])).astype(np.uint16)
+    values = candidates.view(numpy_dtype(dtype)).astype(np.float64)
+    distance = np.abs(values - value)
+    best = min(range(3), key=lambda i: (distance[i], int(candidates[i]) & 1))
+    return values[best].astype(numpy_dtype(dtype))
+
+
+@pytest.mark.parametrize("n", [4, 15, 16, 1023, 1024, 1040, 4097, 70_001])
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-def test_cpu_16_bit_norm_rounds_the_float32_norm_of_the_same_values(dtype: str, n: int) -> None:
+def test_cpu_16_bit_norm_is_the_float64_norm_rounded_once(dtype: str, n: int) -> None:
     # On the CPU the squares are summed in float64 in an order fixed by the element count alone,
-    # so 16-bit values (converted to float a chunk at a time, with vector instructions where the
-    # CPU has them) sum exactly as float32 arrays of the same values do: the results differ only
-    # by the last rounding, to the 16-bit type.
+    # so 16-bit values (converted a chunk at a time, with vector instructions where the CPU has
+    # them) sum exactly as float64 arrays of the same values do; the square root is then rounded
+    # once, to the 16-bit type (not to float32 first: two roundings can differ from one).
     x16 = np.array(random_data((n,), n) * 50, dtype=numpy_dtype(dtype))
-    norm32 = scale_lib.l2_norm(x16.astype(np.float32))
-    np.testing.assert_array_equal(scale_lib.l2_norm(x16), norm32.astype(numpy_dtype(dtype)))
+    norm64 = float(scale_lib.l2_norm(x16.astype(np.float64)))
+    np.testing.assert_array_equal(scale_lib.l2_norm(x16), _rounded_once(norm64, dtype))
+
+
+@pytest.mark.parametrize("backend", ALL, indirect=True)
+def test_16_bit_norm_near_a_tie_is_rounded_once(backend: Backend) -> None:
+    # sqrt(1 + 2^-10 + 2^-22 + 2^-24) lies just above 1 + 2^-11, half way between two float16
+    # values (1 and 1 + 2^-10) in float32 (a double rounding gives 1), above it in float64.
+    x = backend.asarray(np.array([1, 2.0**-5, 2.0**-11, 2.0**-12]), "float16")
+    result = backend.to_numpy(backend.run(scale_lib.l2_norm, x))
+    assert float(result) == 1 + 2.0**-10
 
 
 @pytest.mark.parametrize(
@@ -195,9 +214,8 @@ def test_l2_norm_property(backend: Backend, data) -> None:
     if x_buffer is not None:
         _check_guards(backend, x_buffer, offset, math.prod(shape))
 
-    seen = _as_seen_by_kernel(backend, x64, dtype)
     with np.errstate(over="ignore"):
-        expected = np.sqrt(np.sum(seen**2))
+        expected = np.sqrt(np.sum(x64**2))
     rtol = REDUCTION_TOLERANCES[dtype][0]
     expected, compared = _ieee_overflow(np.asarray(expected), dtype, rtol)
     actual = backend.to_numpy(result)

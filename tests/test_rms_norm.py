@@ -26,7 +26,6 @@ from properties import (
     MAX_SIZE,
     PROFILE_SETTINGS,
     VIEW_FRAMEWORKS,
-    _as_seen_by_kernel,
     _compute_dtype,
     _dtypes_for,
     _ieee_overflow,
@@ -291,9 +290,8 @@ def _rms_norm_magnitudes(dtype: str) -> dict[str, float]:
 
 
 def _eps_in_kernel(backend: Backend, eps: float, dtype: str) -> float:
-    """eps as the kernel adds it: in the compute type, and under DAZ a subnormal is 0."""
-    seen = float(np.float32(eps)) if _compute_dtype(dtype) == "float32" else eps
-    return float(_as_seen_by_kernel(backend, np.array(seen), dtype))
+    """eps as the kernel adds it: in the compute type (subnormals kept, on every backend)."""
+    return float(np.float32(eps)) if _compute_dtype(dtype) == "float32" else eps
 
 
 @st.composite

@@ -224,11 +224,20 @@ def _converter(attr: Attr) -> Callable[[Any], Any]:
     return bounded
 
 
+def _is_number(value: Any, kind: type) -> bool:
+    """``value`` is a ``numbers.Real``/``numbers.Integral`` that means a number: not a bool (a
+    Real, but scaling by True is almost certainly a mistake), nor a NumPy time delta (NumPy
+    registers ``timedelta64`` as an integer, so ``float()`` would drop or refuse its unit)."""
+    if not isinstance(value, kind) or isinstance(value, bool):
+        return False
+    numpy = sys.modules.get("numpy")
+    return numpy is None or not isinstance(value, numpy.timedelta64)
+
+
 def _as_float(value: Any, name: str) -> float:
     if type(value) is float:  # the common case, without an ABC check
         return value
-    # bool is a numbers.Real, but scaling by True is almost certainly a mistake.
-    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+    if _is_number(value, numbers.Real):
         try:
             result = float(value)
         except OverflowError:  # 2**1024, Fraction(10**400, 3)
@@ -243,7 +252,7 @@ def _as_float(value: Any, name: str) -> float:
 def _as_int(value: Any, name: str) -> int:
     if type(value) is int:
         pass
-    elif isinstance(value, numbers.Integral) and not isinstance(value, bool):
+    elif _is_number(value, numbers.Integral):
         value = int(value)
     else:
         _reject_tracer(value, name)

@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
-// IeeeSubnormals: host code that must see subnormal numbers as such, whatever the calling
-// thread's floating-point mode.
-#ifndef SCALE_LIB_KERNELS_FLOAT_ENV_H_
-#define SCALE_LIB_KERNELS_FLOAT_ENV_H_
+// IeeeSubnormals: the one floating-point mode of the library's CPU code. Every CPU kernel runs
+// with subnormal numbers honoured (no flush-to-zero, no denormals-are-zero), on the calling
+// thread (SCALE_LIB_ROUTE_BY_DEVICE) and on every pool thread (host::ParallelFor), whatever mode
+// the caller's thread or the thread that started the pool was in: the same input gives the same
+// bits from every caller and with any thread count.
+#ifndef SCALE_LIB_FLOAT_ENV_H_
+#define SCALE_LIB_FLOAT_ENV_H_
 
 #include <cstdint>
 
@@ -14,9 +17,8 @@ namespace scale_lib {
 
 // Subnormal numbers are honoured while the guard lives, whatever the thread's mode was: some
 // callers run the library on threads with flush-to-zero and denormals-are-zero on (XLA's CPU
-// threads), where a subnormal eps would count as zero. The caller's mode is restored after.
-// Used by the code whose documented result depends on it (rms_norm's eps); the others run in
-// the caller's mode, as the caller's own operations do.
+// threads; PyTorch after torch.set_flush_denormal(True)). The thread's mode is restored after.
+// Kernel authors do not construct it: the routing macro and ParallelFor do.
 class IeeeSubnormals {
  public:
   IeeeSubnormals() {
@@ -54,4 +56,4 @@ class IeeeSubnormals {
 
 }  // namespace scale_lib
 
-#endif  // SCALE_LIB_KERNELS_FLOAT_ENV_H_
+#endif  // SCALE_LIB_FLOAT_ENV_H_
