@@ -177,3 +177,19 @@ def test_torch_export_records_the_custom_op() -> None:
     assert torch.ops.scale_lib.scale.default in targets
     x = torch.randn(4)
     torch.testing.assert_close(program.module()(x), x * 3 + 1)
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::torch.jit.TracerWarning")
+@pytest.mark.parametrize("case", declared_cases(), ids=lambda c: c.name)
+@pytest.mark.parametrize("backend", TORCH_BACKENDS, indirect=True)
+def test_jit_trace_records_the_op_not_its_result(backend: Backend, case) -> None:
+    # torch.jit.trace keeps what PyTorch's dispatcher runs: a call that went around it would be
+    # traced as the constant it returned for the example inputs.
+    if backend.device not in case.devices:
+        pytest.skip(f"{case.name} has no {backend.device} kernel")
+    example = [backend.asarray(a, "float64") for a in case.numpy_inputs(1).values()]
+    fresh = case.numpy_inputs(2)
+    traced = torch.jit.trace(lambda *arrays: case.call(*arrays), tuple(example), check_trace=False)
+    result = traced(*[backend.asarray(a, "float64") for a in fresh.values()])
+    expected = case.reference(*fresh.values())
+    assert_close(backend.to_numpy(result), np.asarray(expected), "float64")

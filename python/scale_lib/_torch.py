@@ -39,6 +39,8 @@ try:
     _Parameter = torch.nn.Parameter
     _grad_enabled = torch.is_grad_enabled
     _dynamo_compiling = torch.compiler.is_dynamo_compiling
+    # torch.jit.trace records the ops PyTorch's dispatcher runs: its state is set while it traces.
+    _jit_tracing_state = torch._C._get_tracing_state
     _increment_version = torch._C._increment_version
 except ImportError:  # scale_lib works without PyTorch
     torch = None
@@ -109,6 +111,8 @@ class TorchAdapter(Adapter):
         if _dynamo_compiling():
             return True
         if _forward_ad._current_level >= 0:  # dual tensors exist only inside a level
+            return True
+        if _jit_tracing_state() is not None:  # torch.jit.trace: the call must be in its graph
             return True
         for t in inputs:
             if type(t) is _Tensor or type(t) is _Parameter:
