@@ -287,8 +287,14 @@ def _compiled(op: Op) -> Callable[..., Any]:
 
 @functools.cache
 def _differentiable(op: Op) -> Callable[..., Any]:
-    """``op`` as a JAX function of ``(*inputs, attrs)``, with a custom VJP where it has one."""
+    """``op`` as a JAX function of ``(*inputs, attrs)``, with a custom VJP where it has one.
+
+    The XLA call itself has no derivative rule (custom_partitioning has none), so anything that
+    differentiates the forward computation of the VJP again (``jax.grad`` of ``jax.grad``,
+    ``jax.hessian``) would fail deep inside JAX: ``_once_differentiable`` makes that a TypeError
+    naming the op."""
     n = op.n_inputs
+    import jax
 
     def primal(*args: Any) -> Any:
         return _ffi_call(op, args[:n], args[n])
@@ -296,12 +302,11 @@ def _differentiable(op: Op) -> Callable[..., Any]:
     vjp = op.spec.vjp
     if vjp is None:
         return primal
-    import jax
-
+    forward_value = _once_differentiable(op, primal, n)
     f = jax.custom_vjp(primal, nondiff_argnums=(n,))
 
     def forward(*args: Any) -> tuple[Any, tuple[Any, ...]]:
-        out = primal(*args)
+        out = forward_value(*args)
         return out, (args[:n], out)
 
     def backward(attrs: tuple[Any, ...], residuals: tuple[Any, ...], grad: Any) -> tuple[Any, ...]:
@@ -310,6 +315,23 @@ def _differentiable(op: Op) -> Callable[..., Any]:
 
     f.defvjp(forward, backward)
     return f
+
+
+def _once_differentiable(op: Op, primal: Callable[..., Any], n: int) -> Callable[..., Any]:
+    """``primal`` with a JVP rule that raises a TypeError saying what is supported."""
+    import jax
+
+    guarded = jax.custom_jvp(primal, nondiff_argnums=(n,))
+
+    def refuse(attrs: tuple[Any, ...], primals: tuple[Any, ...], tangents: tuple[Any, ...]) -> Any:
+        raise TypeError(
+            f"{op.name} is differentiable once under JAX (jax.grad, jax.vjp, jax.value_and_grad); "
+            "its second and higher derivatives (jax.grad of jax.grad, jax.hessian, jax.jacfwd of "
+            "a gradient) are not supported"
+        )
+
+    guarded.defjvp(refuse)
+    return guarded
 
 
 # =============================================================================================

@@ -331,7 +331,9 @@ def _define(op: Op) -> None:
     torch.library.register_fake(qualname, fake, lib=_library)
     if spec.vjp is not None:
         setup_context, backward = _autograd(op, spec.vjp)
-        torch.library.register_autograd(qualname, backward, setup_context=setup_context, lib=_library)
+    else:
+        setup_context, backward = _no_gradient(op)
+    torch.library.register_autograd(qualname, backward, setup_context=setup_context, lib=_library)
 
 
 def _autograd(
@@ -349,6 +351,27 @@ def _autograd(
         # contiguous input. The vjp calls public ops, so double backward works where they do.
         grads = vjp(grad.contiguous(), output, *tensors, *ctx.attrs)
         return (*grads, *(None for _ in ctx.attrs))
+
+    return setup_context, backward
+
+
+def _no_gradient(op: Op) -> tuple[Callable[..., None], Callable[..., tuple[Any, ...]]]:
+    """The autograd formula of an op without a vjp: an error, when a gradient is asked of it.
+
+    Without one, PyTorch only warns and treats the op as a constant, which gives silently wrong
+    gradients: for an op that computes another op's backward (rms_norm's pieces), second-order
+    gradients (``create_graph=True``, ``gradgradcheck``, ``hessian``) of that op."""
+    message = (
+        f"scale_lib.{op.name} has no gradient (it declares no vjp). Where it computes the backward "
+        "of another op, that op is differentiable once in PyTorch: its second-order gradients "
+        "(create_graph=True, torch.autograd.functional.hessian, gradgradcheck) are not supported"
+    )
+
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+        pass
+
+    def backward(ctx: Any, *grads: Any) -> tuple[Any, ...]:
+        raise TypeError(message)
 
     return setup_context, backward
 
