@@ -89,6 +89,10 @@ def _layer(op: Op, vjp: Callable[..., tuple[Any, ...]]) -> Any:
             out = ADAPTER.empty(inputs[op.like_index], *_shape_dtype(op, inputs))
             op.fn(out, *inputs, *attrs)
             ctx.present = [t is not None for t in inputs]
+            # What Paddle wants back for each input: a gradient for a Paddle tensor that needs
+            # one, None for one that does not (stop_gradient), nothing for any other argument
+            # (None, another framework's array).
+            ctx.wants = [None if not isinstance(t, paddle.Tensor) else not t.stop_gradient for t in inputs]
             ctx.save_for_backward(*(t for t in inputs if t is not None), out)
             ctx.attrs = attrs
             return out
@@ -99,8 +103,11 @@ def _layer(op: Op, vjp: Callable[..., tuple[Any, ...]]) -> Any:
             saved_inputs = iter(saved)
             inputs = [next(saved_inputs) if present else None for present in ctx.present]
             grads = vjp(grad.contiguous(), out, *inputs, *ctx.attrs)
-            # PyLayer wants one gradient per tensor argument: absent optional inputs have none.
-            return tuple(g for g, present in zip(grads, ctx.present, strict=True) if present)
+            return tuple(
+                g if wanted else None
+                for g, wanted in zip(grads, ctx.wants, strict=True)
+                if wanted is not None
+            )
 
     OpLayer.__name__ = OpLayer.__qualname__ = f"scale_lib_{op.name}"
     return OpLayer
