@@ -9,6 +9,7 @@ from cases import declared_cases
 from reference import assert_close, random_data, scale_reference
 
 import scale_lib
+from scale_lib.ops import OPS
 
 torch = pytest.importorskip("torch")
 
@@ -193,3 +194,48 @@ def test_jit_trace_records_the_op_not_its_result(backend: Backend, case) -> None
     result = traced(*[backend.asarray(a, "float64") for a in fresh.values()])
     expected = case.reference(*fresh.values())
     assert_close(backend.to_numpy(result), np.asarray(expected), "float64")
+
+
+@pytest.mark.parametrize("case", declared_cases("cpu"), ids=lambda c: c.name)
+def test_compiled_refusals_carry_the_librarys_message(case) -> None:
+    # Under torch.compile the checks run in the fake implementation while PyTorch traces, and
+    # PyTorch reports a failure there as torch._dynamo.exc.TorchRuntimeError (a RuntimeError)
+    # with the library's message in it (docs/guarantees.md says so).
+    arrays = [torch.tensor(a, dtype=torch.float32) for a in case.numpy_inputs(3).values()]
+    bad = [arrays[0].to(torch.int32), *arrays[1:]]
+    with pytest.raises(TypeError, match=f"{case.arrays[0]} has unsupported dtype int32"):
+        case.call(*bad)
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda *a: case.call(*a), fullgraph=True)
+    with pytest.raises(
+        torch._dynamo.exc.TorchRuntimeError, match=f"{case.arrays[0]} has unsupported dtype int32"
+    ):
+        compiled(*bad)
+
+
+_SHAPED = [
+    (c, i)
+    for c in declared_cases("cpu")
+    for i, spec in enumerate(next(s for s in OPS if s.name == c.name).inputs)
+    if spec.shape is not None and i < len(c.arrays)
+]
+
+
+@pytest.mark.parametrize(("case", "index"), _SHAPED, ids=lambda v: getattr(v, "name", str(v)))
+def test_a_declared_shape_with_leading_ones_is_accepted_on_every_path(case, index: int) -> None:
+    # (1, hidden) for a (hidden,) weight: what jax.vmap passes the kernels, so they accept it;
+    # then eager calls, autograd (the gradient in the input's own shape) and torch.compile must
+    # accept it as well, with the results of the declared shape.
+    data = [torch.tensor(a, dtype=torch.float64) for a in case.numpy_inputs(4).values()]
+    plain = [t.clone().requires_grad_() for t in data]
+    lifted = [t.clone().requires_grad_() for t in data]
+    lifted[index] = data[index].reshape(1, *data[index].shape).clone().requires_grad_()
+    expected = case.call(*plain)
+    result = case.call(*lifted)
+    torch.testing.assert_close(result, expected)
+    expected.sum().backward()
+    result.sum().backward()
+    assert lifted[index].grad.shape == lifted[index].shape
+    torch.testing.assert_close(lifted[index].grad.reshape(plain[index].shape), plain[index].grad)
+    compiled = torch.compile(lambda *a: case.call(*a), fullgraph=True)
+    torch.testing.assert_close(compiled(*[t.detach() for t in lifted]), expected.detach())

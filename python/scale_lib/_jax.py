@@ -299,8 +299,7 @@ def _differentiable(op: Op) -> Callable[..., Any]:
     def primal(*args: Any) -> Any:
         return _ffi_call(op, args[:n], args[n])
 
-    vjp = op.spec.vjp
-    if vjp is None:
+    if op.spec.vjp is None:
         return primal
     forward_value = _once_differentiable(op, primal, n)
     f = jax.custom_vjp(primal, nondiff_argnums=(n,))
@@ -311,7 +310,7 @@ def _differentiable(op: Op) -> Callable[..., Any]:
 
     def backward(attrs: tuple[Any, ...], residuals: tuple[Any, ...], grad: Any) -> tuple[Any, ...]:
         inputs, out = residuals
-        return tuple(vjp(grad, out, *inputs, *attrs))
+        return op.vjp(grad, out, inputs, attrs)
 
     f.defvjp(forward, backward)
     return f

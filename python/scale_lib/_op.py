@@ -14,7 +14,7 @@ import functools
 import math
 import numbers
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ._lib import LIB
@@ -69,6 +69,16 @@ class Op:
             raise TypeError(f"{self.name} takes {len(self._converters)} scalar argument(s); got {len(attrs)}")
         return tuple([convert(value) for convert, value in zip(self._converters, attrs, strict=True)])
 
+    def vjp(self, grad: Any, out: Any, inputs: Sequence[Any], attrs: Sequence[Any]) -> tuple[Any, ...]:
+        """The declared vjp's gradients, each with its input's shape: an input given with
+        leading dimensions of size 1 (a ``(1, hidden)`` weight) gets its gradient in that shape,
+        as every framework's autograd requires."""
+        grads = self.spec.vjp(grad, out, *inputs, *attrs)  # type: ignore[misc]
+        return tuple(
+            g if g is None or t is None or tuple(g.shape) == tuple(t.shape) else g.reshape(t.shape)
+            for g, t in zip(grads, inputs, strict=True)
+        )
+
     def check_out_allowed(self) -> None:
         """TypeError for ``out=`` given to an op whose result size depends on the data."""
         if not self.takes_out:
@@ -116,9 +126,16 @@ class Op:
                     raise ValueError(
                         f"{spec.name} and {first_spec.name} must have the same shape; got {got} and {shape}"
                     )
-            elif got != tuple(spec.shape(shape)):
+            elif _without_leading_ones(got) != tuple(spec.shape(shape)):
                 rule = f" to match {spec.shape_text}" if spec.shape_text else ""
                 raise ValueError(f"{spec.name} must have shape {tuple(spec.shape(shape))}{rule}; got {got}")
+
+
+def _without_leading_ones(shape: Shape) -> Shape:
+    """A shape with its leading dimensions of size 1 dropped: an input with a declared shape may
+    have them (jax.vmap passes an unbatched weight as ``(1, hidden)``), as the kernels accept."""
+    first = next((i for i, d in enumerate(shape) if d != 1), len(shape))
+    return shape[first:] if len(shape) - first >= 1 else shape[-1:]
 
 
 def check_layout(arg_name: str, shape: Shape, strides: Shape, rows: bool) -> None:

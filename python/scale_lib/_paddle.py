@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import functools
 import sys
-from collections.abc import Callable
 from typing import Any
 
 from ._adapter import Adapter
@@ -45,7 +44,7 @@ class PaddleAdapter(Adapter):
             )
         if op.spec.vjp is None:
             raise TypeError(f"{op.name} is not differentiable: pass tensors with stop_gradient=True")
-        return _layer(op, op.spec.vjp).apply(*inputs, *attrs)
+        return _layer(op).apply(*inputs, *attrs)
 
     def check_out(self, out: Any, arg_name: str) -> None:
         if not out.stop_gradient:
@@ -78,7 +77,7 @@ ADAPTER = PaddleAdapter()
 
 
 @functools.cache
-def _layer(op: Op, vjp: Callable[..., tuple[Any, ...]]) -> Any:
+def _layer(op: Op) -> Any:
     paddle: Any = sys.modules["paddle"]
     n = op.n_inputs
 
@@ -102,7 +101,7 @@ def _layer(op: Op, vjp: Callable[..., tuple[Any, ...]]) -> Any:
             *saved, out = ctx.saved_tensor()
             saved_inputs = iter(saved)
             inputs = [next(saved_inputs) if present else None for present in ctx.present]
-            grads = vjp(grad.contiguous(), out, *inputs, *ctx.attrs)
+            grads = op.vjp(grad.contiguous(), out, inputs, ctx.attrs)
             return tuple(
                 g if wanted else None
                 for g, wanted in zip(grads, ctx.wants, strict=True)

@@ -25,7 +25,10 @@ class Input:
     These rules are checked in Python only where the library cannot check them itself (JAX
     tracing, PyTorch fake tensors); eager calls are checked in C++.
 
-    ``shape_text`` says in words what ``shape`` computes, for the error message.
+    ``shape_text`` says in words what ``shape`` computes, for the error message. An input with a
+    declared ``shape`` may also have leading dimensions of size 1 (``jax.vmap`` passes an
+    unbatched one that way): its kernel's checks must accept them too, and its gradient is
+    reshaped to them (``Op.vjp``).
 
     ``rows``: the array may be rows of a wider one (the last dimension contiguous, the leading
     ones evenly spaced rows, as ``x[:, :hidden]``); otherwise it must be contiguous. Like the

@@ -330,15 +330,13 @@ def _define(op: Op) -> None:
     torch.library.impl(qualname, devices, functional, lib=_library)
     torch.library.register_fake(qualname, fake, lib=_library)
     if spec.vjp is not None:
-        setup_context, backward = _autograd(op, spec.vjp)
+        setup_context, backward = _autograd(op)
     else:
         setup_context, backward = _no_gradient(op)
     torch.library.register_autograd(qualname, backward, setup_context=setup_context, lib=_library)
 
 
-def _autograd(
-    op: Op, vjp: Callable[..., tuple[Any, ...]]
-) -> tuple[Callable[..., None], Callable[..., tuple[Any, ...]]]:
+def _autograd(op: Op) -> tuple[Callable[..., None], Callable[..., tuple[Any, ...]]]:
     n = op.n_inputs
 
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
@@ -349,7 +347,7 @@ def _autograd(
         *tensors, output = ctx.saved_tensors
         # Incoming gradients may be expanded views (the gradient of a sum is); kernels need
         # contiguous input. The vjp calls public ops, so double backward works where they do.
-        grads = vjp(grad.contiguous(), output, *tensors, *ctx.attrs)
+        grads = op.vjp(grad.contiguous(), output, tensors, ctx.attrs)
         return (*grads, *(None for _ in ctx.attrs))
 
     return setup_context, backward
