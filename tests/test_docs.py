@@ -1,17 +1,112 @@
-"""Docs include code by marked regions: every region they name must exist, exactly once."""
+"""The docs say only what the code does: every region they include exists, every Python or
+shell snippet is run here or marked with the reason it is not, and every path, nox session and
+``tools/dev.py`` session they name exists.
+
+A snippet is a fenced block of README.md, CONTRIBUTING.md or docs/ (directives such as
+``{literalinclude}`` excepted: they show real code). The line before its fence says what this
+test does with it:
+
+    <!-- doc-test: run -->                  run it (Python: a fresh interpreter; shell: bash -e)
+    <!-- doc-test: run; setup: CODE -->     run CODE first (the names a fragment assumes)
+    <!-- doc-test: gpu -->                  run it where a CUDA GPU is visible (else skipped)
+    <!-- doc-test: skip: REASON -->         not run, for REASON (a build, a GPU fleet, ...)
+
+``pycon`` blocks (``>>>`` prompts with the output below them) are run by doctest: the output
+shown is the output checked. A Python or shell snippet without a mark fails the test. Blocks
+inside HTML comments (the README's fork-only text) are not rendered and not checked here; a
+generated library, where they are, checks them itself.
+"""
 
 from __future__ import annotations
 
+import doctest
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
+PAGES = [p for p in (ROOT / "README.md", ROOT / "CONTRIBUTING.md") if p.is_file()] + sorted(
+    p for p in DOCS.rglob("*.md") if "_build" not in p.parts
+)
 INCLUDE = re.compile(r"```\{literalinclude\} (?P<path>\S+)\n(?P<options>(?::[^\n]*\n)*)", re.MULTILINE)
+FENCE = re.compile(r"^```(?P<lang>[^\s`]*)[^\n]*\n(?P<body>.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
+MARK = re.compile(r"<!-- doc-test: (?P<what>run|gpu|skip: [^>]+?)(?:; setup: (?P<setup>.+?))? -->\s*$")
+COMMENT = re.compile(r"<!--(?! doc-test:).*?-->", re.DOTALL)
+PYTHON = {"python", "py"}
+SHELL = {"bash", "sh", "shell", "console"}
 
 
+def _rendered(text: str) -> str:
+    """The page as rendered: HTML comments (but the doc-test marks) blanked, lines kept."""
+    return COMMENT.sub(lambda m: "\n" * m.group().count("\n"), text)
+
+
+def _snippets():
+    for page in PAGES:
+        text = _rendered(page.read_text())
+        for m in FENCE.finditer(text):
+            lang = m.group("lang")
+            if lang.startswith("{") or lang not in PYTHON | SHELL | {"pycon"}:
+                continue
+            line = text.count("\n", 0, m.start()) + 1
+            before = text[: m.start()].rstrip("\n").rsplit("\n", 1)[-1]
+            mark = MARK.search(before)
+            rel = page.relative_to(ROOT)
+            yield pytest.param(page, line, lang, m.group("body"), mark, id=f"{rel}:{line}")
+
+
+SNIPPETS = list(_snippets())
+
+
+def _run_python(code: str, where: str) -> None:
+    child = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT
+    )
+    missing = re.search(r"ModuleNotFoundError: No module named '([\w.]+)'", child.stderr)
+    if child.returncode and missing and missing.group(1).split(".")[0] != "scale_lib":
+        pytest.skip(f"{where} needs {missing.group(1)}, which is not installed")
+    assert child.returncode == 0, f"{where} failed:\n{child.stderr[-3000:]}"
+
+
+def _cuda_visible() -> bool:
+    probe = "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"
+    return subprocess.run([sys.executable, "-c", probe], capture_output=True).returncode == 0
+
+
+@pytest.mark.parametrize(("page", "line", "lang", "body", "mark"), SNIPPETS)
+def test_snippet_runs_or_says_why_not(page: Path, line: int, lang: str, body: str, mark) -> None:
+    where = f"{page.relative_to(ROOT)}:{line}"
+    if lang == "pycon":
+        parser = doctest.DocTestParser()
+        test = parser.get_doctest(body, {}, where, str(page), line)
+        runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+        runner.run(test)
+        assert runner.failures == 0, f"{where}: the output shown is not the output"
+        return
+    assert mark is not None, (
+        f"{where}: a {lang} snippet with no doc-test mark on the line before its fence "
+        "(run / gpu / skip: REASON; see tests/test_docs.py)"
+    )
+    what = mark.group("what")
+    if what.startswith("skip: "):
+        assert len(what) > len("skip: ") + 10, f"{where}: say why it is not run"
+        pytest.skip(f"not run: {what[len('skip: ') :]}")
+    if what == "gpu" and not _cuda_visible():
+        pytest.skip(f"{where} needs a CUDA GPU")
+    code = (mark.group("setup") or "") + "\n" + body
+    if lang in PYTHON:
+        _run_python(code, where)
+    else:
+        child = subprocess.run(["bash", "-ec", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
+        assert child.returncode == 0, f"{where} failed:\n{child.stdout[-1500:]}\n{child.stderr[-1500:]}"
+
+
+# -- included regions ---------------------------------------------------------------------------
 def _includes():
     for page in sorted(DOCS.rglob("*.md")):
         for m in INCLUDE.finditer(page.read_text()):
@@ -34,3 +129,93 @@ def test_literalinclude_regions_exist(page: Path, path: str, options: dict[str, 
     if "start-after" in options and "end-before" in options:
         region = text.split(options["start-after"], 1)[1].split(options["end-before"], 1)[0]
         assert region.strip(), f"{path}: region {options['start-after']} is empty"
+
+
+# -- paths and sessions named ------------------------------------------------------------------
+PATH = re.compile(
+    r"(?<![\w./-])((?:tests|tools|benchmarks|examples|kernels|bindings|include|docs)/[\w./-]*\w)"
+)
+NOX = re.compile(r"\bnox -s ((?:[\w-]+,?)+)")
+DEV = re.compile(r"\btools/dev\.py((?: [a-z][\w]*)+)")
+NOXFILE = ROOT / "noxfile.py"
+
+
+def _sessions() -> set[str]:
+    """The sessions noxfile.py defines: decorated functions, and the per-framework ones."""
+    text = NOXFILE.read_text()
+    names = set(re.findall(r"@nox\.session\([^)]*\)\s*\ndef (\w+)\(", text))
+    names |= set(re.findall(r"@nox\.session\([^)]*name=\"(\w+)\"", text))
+    frameworks = re.search(r"^FRAMEWORKS = \{(.*?)^\}", text, re.MULTILINE | re.DOTALL)
+    if frameworks and 'name=f"tests_{framework}"' in text:
+        names |= {f"tests_{f}" for f in re.findall(r'^\s*"(\w+)":', frameworks.group(1), re.MULTILINE)}
+    return names
+
+
+def _named(pattern: re.Pattern[str]):
+    for page in [*PAGES, ROOT / ".ci" / "run"]:
+        if not page.is_file():
+            continue
+        text = _rendered(page.read_text())
+        for m in pattern.finditer(text):
+            line = text.count("\n", 0, m.start()) + 1
+            yield f"{page.relative_to(ROOT)}:{line}", m.group(1)
+
+
+@pytest.mark.skipif(not NOXFILE.is_file(), reason="noxfile.py is not part of this checkout")
+def test_every_session_named_exists() -> None:
+    sessions = _sessions()
+    assert {"tests", "lint", "docs"} <= sessions, sorted(sessions)  # the parser reads the noxfile
+    missing = []
+    for where, names in _named(NOX):
+        missing += [f"{where}: nox -s {n}" for n in names.split(",") if n and n not in sessions]
+    for where, args in _named(DEV):
+        first = args.split()[0]
+        if first not in sessions | {"-h", "--help"}:
+            missing.append(f"{where}: tools/dev.py {first}")
+    assert not missing, "sessions the docs name that noxfile.py does not define:\n" + "\n".join(missing)
+
+
+def _ignored_outputs() -> list[str]:
+    """Folders the project writes into (git-ignored build and benchmark output)."""
+    gitignore = ROOT / ".gitignore"
+    lines = gitignore.read_text().splitlines() if gitignore.is_file() else []
+    return [line.strip("/") for line in lines if line.startswith("/") and line.endswith("/")]
+
+
+def _exists(path: str, page_text: str) -> bool:
+    if (ROOT / path).exists() or (DOCS / path).exists() or (DOCS / f"{path}.md").exists():
+        return True
+    if any(path == out or path.startswith(out + "/") for out in _ignored_outputs()):
+        return True
+    # A file the page has the reader create (tools/new_op.py NAME makes tests/test_NAME.py).
+    return any(name in path for name in re.findall(r"new_op\.py (\w+)", page_text))
+
+
+def test_every_path_named_exists() -> None:
+    missing = []
+    for page in [*PAGES, ROOT / ".ci" / "run"]:
+        if not page.is_file():
+            continue
+        text = _rendered(page.read_text())
+        for m in PATH.finditer(text):
+            if text[m.end() : m.end() + 1] in ("<", "{", "*") or _exists(m.group(1), text):
+                continue  # a placeholder (tests/test_<op>.py), or there
+            missing.append(f"{page.relative_to(ROOT)}:{text.count(chr(10), 0, m.start()) + 1}: {m.group(1)}")
+    assert not missing, "paths the docs name that do not exist:\n" + "\n".join(missing)
+
+
+def test_unmarked_snippets_fail() -> None:
+    # The mark is what keeps a snippet honest: the parser must see a missing one.
+    page = "text\n\n```python\nprint(1)\n```\n"
+    (m,) = list(FENCE.finditer(page))
+    assert MARK.search(page[: m.start()].rstrip("\n").rsplit("\n", 1)[-1]) is None
+    assert MARK.search("<!-- doc-test: skip: needs a cluster of GPUs -->")
+    setup = MARK.search("<!-- doc-test: run; setup: import numpy as np -->")
+    assert setup is not None and setup.group("setup") == "import numpy as np"
+
+
+@pytest.fixture(autouse=True)
+def _no_stray_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Snippets run as a reader runs them: with no test-only settings.
+    monkeypatch.delenv("SCALE_LIB_HYPOTHESIS_PROFILE", raising=False)
+    os.environ.setdefault("PYTHONDONTWRITEBYTECODE", "1")

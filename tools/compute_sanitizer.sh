@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Runs the CUDA tests of every op under compute-sanitizer: memcheck, racecheck, initcheck and
+# Runs the PyTorch CUDA float32 tests of every op under compute-sanitizer (the largest shapes
+# left out, for time; SANITIZE_K picks another selection): memcheck, racecheck, initcheck and
 # synccheck by default, or the tools named. Needs a GPU, compute-sanitizer, and scale_lib
 # installed with CUDA.
 #
