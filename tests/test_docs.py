@@ -167,10 +167,10 @@ def test_every_session_named_exists() -> None:
     assert {"tests", "lint", "docs"} <= sessions, sorted(sessions)  # the parser reads the noxfile
     missing = []
     for where, names in _named(NOX):
-        missing += [f"{where}: nox -s {n}" for n in names.split(",") if n and n not in sessions]
+        missing += [f"{where}: nox -s {n}" for n in names.split(",") if n not in sessions and not n.isupper()]
     for where, args in _named(DEV):
         first = args.split()[0]
-        if first not in sessions | {"-h", "--help"}:
+        if first not in sessions | {"-h", "--help"} and not first.isupper():  # NAME: a placeholder
             missing.append(f"{where}: tools/dev.py {first}")
     assert not missing, "sessions the docs name that noxfile.py does not define:\n" + "\n".join(missing)
 
