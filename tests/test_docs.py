@@ -135,7 +135,7 @@ def test_literalinclude_regions_exist(page: Path, path: str, options: dict[str, 
 PATH = re.compile(
     r"(?<![\w./-])((?:tests|tools|benchmarks|examples|kernels|bindings|include|docs)/[\w./-]*\w)"
 )
-NOX = re.compile(r"\bnox -s ((?:[\w-]+,?)+)")
+NOX = re.compile(r"\bnox -s ((?:[\w-]+,?)+)(?![\w$<{-])")  # not a placeholder: tests_${{ ... }}
 DEV = re.compile(r"\btools/dev\.py((?: [a-z][\w]*)+)")
 NOXFILE = ROOT / "noxfile.py"
 
@@ -151,8 +151,11 @@ def _sessions() -> set[str]:
     return names
 
 
+WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
+
+
 def _named(pattern: re.Pattern[str]):
-    for page in [*PAGES, ROOT / ".ci" / "run"]:
+    for page in [*PAGES, ROOT / ".ci" / "run", *WORKFLOWS]:
         if not page.is_file():
             continue
         text = _rendered(page.read_text())
@@ -198,7 +201,8 @@ def test_every_path_named_exists() -> None:
             continue
         text = _rendered(page.read_text())
         for m in PATH.finditer(text):
-            if text[m.end() : m.end() + 1] in ("<", "{", "*") or _exists(m.group(1), text):
+            after = text[m.end() : m.end() + 2]
+            if after[:1] in ("<", "{", "*") or after in ("/<", "/{") or _exists(m.group(1), text):
                 continue  # a placeholder (tests/test_<op>.py), or there
             missing.append(f"{page.relative_to(ROOT)}:{text.count(chr(10), 0, m.start()) + 1}: {m.group(1)}")
     assert not missing, "paths the docs name that do not exist:\n" + "\n".join(missing)

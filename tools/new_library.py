@@ -102,8 +102,10 @@ def own_project(name: str) -> None:
     )
     for page in [
         ROOT / "README.md",
+        ROOT / "CONTRIBUTING.md",
         ROOT / "noxfile.py",
         ROOT / ".ci" / "run",
+        *sorted((ROOT / ".github" / "workflows").glob("*.yml")),
         *sorted((ROOT / "docs").rglob("*.md")),
     ]:
         text = page.read_text()
