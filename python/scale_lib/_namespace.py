@@ -10,10 +10,13 @@ and CuPy):
         return grad * y * s * (1 + x * (1 - s)), grad * x * s
 
 The namespace is the one `array-api-compat <https://data-apis.org/array-api-compat/>`_ gives
-(an optional dependency: ``pip install 'scale-lib[array-api]'``), whose functions follow the
-`array API standard <https://data-apis.org/array-api/latest/>`_. Paddle is not covered by
-array-api-compat: for Paddle tensors the namespace is the ``paddle`` module itself, whose
-elementwise functions (``exp``, ``tanh``, ``sqrt``, ``where``, ...) have the standard's names.
+where it is installed (``pip install 'scale-lib[array-api]'``), whose functions follow the
+`array API standard <https://data-apis.org/array-api/latest/>`_ exactly. Without it (a
+gradient must not depend on an optional extra) the namespace is the framework's own module:
+``numpy``, ``torch``, ``jax.numpy``, ``cupy`` or ``paddle``, whose elementwise functions
+(``exp``, ``tanh``, ``sqrt``, ``where``, ...) and ``sum(t, axis=...)`` have the standard's
+names. Paddle is not covered by array-api-compat: for Paddle tensors the namespace is always the
+``paddle`` module.
 """
 
 from __future__ import annotations
@@ -27,21 +30,28 @@ def array_namespace(*arrays: Any) -> Any:
     """The array API namespace of ``arrays`` (all of one framework): ``xp.exp``, ``xp.tanh``...
 
     Raises:
-        ImportError: array-api-compat is not installed (and the arrays are not Paddle tensors).
         TypeError: the arrays are of different frameworks, or not arrays.
     """
-    paddle = sys.modules.get("paddle")
     present = [a for a in arrays if a is not None]
-    if paddle is not None and present and all(isinstance(a, paddle.Tensor) for a in present):
-        return paddle
+    roots = {type(a).__module__.split(".")[0] for a in present}
+    if roots == {"paddle"}:
+        return sys.modules["paddle"]
     try:
         import array_api_compat
-    except ImportError as err:
-        raise ImportError(
-            "scale_lib.array_namespace needs array-api-compat: pip install 'scale-lib[array-api]' "
-            "(or pip install array-api-compat)"
-        ) from err
+    except ImportError:
+        return _framework_module(roots)
     return array_api_compat.array_namespace(*present)
 
 
 # [array_namespace.end]
+# The module of each framework's arrays, by the top-level module of the array's type.
+_MODULES = {"numpy": "numpy", "torch": "torch", "jax": "jax.numpy", "jaxlib": "jax.numpy", "cupy": "cupy"}
+
+
+def _framework_module(roots: set[str]) -> Any:
+    names = {_MODULES.get(root, "") for root in roots}
+    if len(names) != 1 or "" in names:
+        raise TypeError(f"array_namespace takes arrays of one framework; got arrays from {sorted(roots)}")
+    name = names.pop()
+    __import__(name)
+    return sys.modules[name]
