@@ -153,8 +153,9 @@ def _fetch_debian_package(spec: dict[str, str], dest: Path, mirror: str | None) 
         "-oAPT::Architecture=amd64",
         "-oAcquire::Languages=none",
         "-oDebug::NoLocking=1",
-        "-oAPT::Sandbox::User=root" if os.geteuid() == 0 else "-oAPT::Sandbox::User=",
     ]
+    if os.geteuid() == 0:  # apt's sandbox user could not write to a private directory
+        options.append("-oAPT::Sandbox::User=root")
     _log(f"apt-get update ({url} {spec['suite']} {spec['component']})")
     subprocess.run(["apt-get", *options, "-qq", "update"], check=True)
     with tempfile.TemporaryDirectory(dir=dest) as tmp:
