@@ -27,21 +27,24 @@ void* DriverEntryPoint(const char* name) {
 
 // Defines `name` with the signature cuda.h declares (the compiler checks the two agree); the
 // driver's function is looked up once, thread-safely.
-#define SCALE_LIB_DRIVER_FORWARD(name, params, args)                                    \
-  extern "C" CUresult CUDAAPI name params {                                            \
-    static const auto driver_function = reinterpret_cast<decltype(&name)>(DriverEntryPoint(#name)); \
-    if (driver_function == nullptr) return CUDA_ERROR_NOT_FOUND;                               \
-    return driver_function args;                                                             \
+#define SCALE_LIB_DRIVER_FORWARD(name, params, args)                \
+  extern "C" CUresult CUDAAPI name params {                         \
+    static const auto driver_function =                             \
+        reinterpret_cast<decltype(&name)>(DriverEntryPoint(#name)); \
+    if (driver_function == nullptr) return CUDA_ERROR_NOT_FOUND;    \
+    return driver_function args;                                    \
   }
 
 // The error strings must never come back null: the launcher streams them into its message.
-#define SCALE_LIB_DRIVER_FORWARD_STRING(name)                                             \
-  extern "C" CUresult CUDAAPI name(CUresult error, const char** text) {                  \
-    static const auto driver_function = reinterpret_cast<decltype(&name)>(DriverEntryPoint(#name)); \
-    if (driver_function == nullptr || driver_function(error, text) != CUDA_SUCCESS || *text == nullptr) { \
-      *text = "unknown CUDA driver error";                                                \
-    }                                                                                     \
-    return CUDA_SUCCESS;                                                                  \
+#define SCALE_LIB_DRIVER_FORWARD_STRING(name)                                         \
+  extern "C" CUresult CUDAAPI name(CUresult error, const char** text) {               \
+    static const auto driver_function =                                               \
+        reinterpret_cast<decltype(&name)>(DriverEntryPoint(#name));                   \
+    if (driver_function == nullptr || driver_function(error, text) != CUDA_SUCCESS || \
+        *text == nullptr) {                                                           \
+      *text = "unknown CUDA driver error";                                            \
+    }                                                                                 \
+    return CUDA_SUCCESS;                                                              \
   }
 
 SCALE_LIB_DRIVER_FORWARD_STRING(cuGetErrorName)
@@ -56,13 +59,16 @@ SCALE_LIB_DRIVER_FORWARD(cuLibraryLoadData,
                          (library, code, jit_options, jit_option_values, num_jit_options,
                           library_options, library_option_values, num_library_options))
 SCALE_LIB_DRIVER_FORWARD(cuLibraryUnload, (CUlibrary library), (library))
-SCALE_LIB_DRIVER_FORWARD(cuLibraryGetKernel, (CUkernel * kernel, CUlibrary library, const char* name),
+SCALE_LIB_DRIVER_FORWARD(cuLibraryGetKernel,
+                         (CUkernel * kernel, CUlibrary library, const char* name),
                          (kernel, library, name))
 SCALE_LIB_DRIVER_FORWARD(cuKernelGetAttribute,
-                         (int* value, CUfunction_attribute attribute, CUkernel kernel, CUdevice device),
+                         (int* value, CUfunction_attribute attribute, CUkernel kernel,
+                          CUdevice device),
                          (value, attribute, kernel, device))
 SCALE_LIB_DRIVER_FORWARD(cuKernelSetAttribute,
-                         (CUfunction_attribute attribute, int value, CUkernel kernel, CUdevice device),
+                         (CUfunction_attribute attribute, int value, CUkernel kernel,
+                          CUdevice device),
                          (attribute, value, kernel, device))
 SCALE_LIB_DRIVER_FORWARD(cuLaunchKernel,
                          (CUfunction function, unsigned int grid_x, unsigned int grid_y,

@@ -161,16 +161,14 @@ def _raw_cubins(library: bytes) -> list[bytes]:
         if any(begin <= start < end for begin, end in spans):
             pass  # inside a fatbin: cuobjdump extracts it
         elif len(header) == 64 and header[4] == 2 and struct.unpack_from("<H", header, 18)[0] == EM_CUDA:
-            shoff, = struct.unpack_from("<Q", header, 40)
+            (shoff,) = struct.unpack_from("<Q", header, 40)
             shentsize, shnum = struct.unpack_from("<HH", header, 58)
             found.append(library[start : start + shoff + shentsize * shnum])
         start = library.find(b"\x7fELF", start + 4)
     return found
 
 
-def check_device_code(
-    library: bytes, cuobjdump: str, sass_driver: str, ptx_driver_max: str
-) -> list[str]:
+def check_device_code(library: bytes, cuobjdump: str, sass_driver: str, ptx_driver_max: str) -> list[str]:
     """Every cubin and PTX embedded in the library (in any fatbin, or stored bare): what it
     needs of the driver. Machine code must load on `sass_driver` (the oldest driver the wheel
     declares); PTX must not need a driver newer than `ptx_driver_max`."""
@@ -191,20 +189,25 @@ def check_device_code(
                     arch, driver = cubin_driver(item.read_bytes())
                     needs.setdefault(driver, set()).add(arch)
                     if _version(driver) > _version(sass_driver):
-                        problems.append(f"{item.name}: {arch} machine code needs a CUDA {driver} driver; "
-                                        f"the wheel declares {sass_driver}")
+                        problems.append(
+                            f"{item.name}: {arch} machine code needs a CUDA {driver} driver; "
+                            f"the wheel declares {sass_driver}"
+                        )
                 elif item.suffix == ".ptx":
                     name, driver = ptx_driver(item.read_text(errors="replace"))
                     needs.setdefault(driver, set()).add(name)
                     if _version(driver) > _version(ptx_driver_max):
-                        problems.append(f"{item.name}: {name} needs a CUDA {driver} driver; the wheel "
-                                        f"declares {ptx_driver_max} for PTX")
+                        problems.append(
+                            f"{item.name}: {name} needs a CUDA {driver} driver; the wheel "
+                            f"declares {ptx_driver_max} for PTX"
+                        )
     for index, elf in enumerate(_raw_cubins(library)):
         arch, driver = cubin_driver(elf)
         needs.setdefault(driver, set()).add(f"bare {arch}")
         if _version(driver) > _version(sass_driver):
-            problems.append(f"bare cubin {index}: {arch} needs a CUDA {driver} driver; the wheel "
-                            f"declares {sass_driver}")
+            problems.append(
+                f"bare cubin {index}: {arch} needs a CUDA {driver} driver; the wheel declares {sass_driver}"
+            )
     for driver in sorted(needs, key=_version):
         print(f"  needs a CUDA {driver} driver: {', '.join(sorted(needs[driver]))}")
     return problems
@@ -222,7 +225,11 @@ def check_undefined_cuda_symbols(library: Path) -> list[str]:
     undefined = sorted(
         name for name in re.findall(r"\bU (\S+)", listing.stdout) if re.match(r"_*cu[A-Z]|_*cuda[A-Z]", name)
     )
-    return [f"undefined CUDA symbols (the first call would kill the process): {' '.join(undefined)}"] if undefined else []
+    return (
+        [f"undefined CUDA symbols (the first call would kill the process): {' '.join(undefined)}"]
+        if undefined
+        else []
+    )
 
 
 def check(
