@@ -5,7 +5,12 @@ with apache-tvm-ffi as the only required dependency, and nothing that must not s
     python3 tools/check_wheel.py dist/*.whl
     python3 tools/check_wheel.py --cuda 12.9 --archs default dist-cu12/*.whl
 
-With --cuda, the library must embed that CUDA runtime (statically). With --archs (a CMake
+No CUDA symbol may be left undefined in the library (it links neither libcuda nor libcudart: an
+undefined one kills the process at its first call). With --cuda, the library must embed that
+CUDA runtime (statically), and every cubin and PTX it embeds (in any fatbin, or stored bare) is
+read: its architecture, ELF ABI version and OS/ABI, PTX ISA version. Machine code must load on
+the oldest driver the wheel declares (--min-driver, default CUDA <major>.0); PTX may need a
+driver up to the --cuda version, never newer. With --archs (a CMake
 architecture list such as "75-real;90-real;120-virtual", or "default": the CMakeLists.txt
 default for that CUDA major), every fatbin in the library must hold machine code (SASS) for
 each -real architecture and PTX for each -virtual one, and nothing else; this needs cuobjdump
@@ -34,10 +39,12 @@ FATBIN_MAGIC = struct.pack("<I", 0xBA55ED50)
 def default_architectures(cuda: str) -> str:
     """The CMakeLists.txt default architecture list for a CUDA version, e.g. "75-real;..."."""
     major = cuda.split(".")[0]
+    # CUDA 12.0-12.7 know no Blackwell: CMakeLists.txt has a list of their own for them.
+    name = f"CUDA{major}_0" if major == "12" and _version(cuda) < (12, 8) else f"CUDA{major}"
     cmake = (ROOT / "CMakeLists.txt").read_text()
-    match = re.search(rf"set\(SCALE_LIB_CUDA{major}_ARCHITECTURES\s+([^)]*)\)", cmake)
+    match = re.search(rf"set\(SCALE_LIB_{name}_ARCHITECTURES\s+([^)]*)\)", cmake)
     if not match:
-        raise SystemExit(f"CMakeLists.txt has no SCALE_LIB_CUDA{major}_ARCHITECTURES")
+        raise SystemExit(f"CMakeLists.txt has no SCALE_LIB_{name}_ARCHITECTURES")
     return ";".join(match.group(1).split())
 
 
@@ -101,12 +108,137 @@ def check_cuda_runtime(library: bytes, cuda: str) -> list[str]:
     return [] if found == cuda else [f"embeds CUDA runtime {found}, expected {cuda}"]
 
 
+# The CUDA driver each PTX ISA version needs (the PTX ISA notes' release table): a driver JIT-
+# compiles PTX only of an ISA version its own CUDA release knows.
+PTX_ISA_DRIVER = {
+    (7, 8): "12.0", (8, 0): "12.0", (8, 1): "12.1", (8, 2): "12.2", (8, 3): "12.3", (8, 4): "12.4",
+    (8, 5): "12.5", (8, 6): "12.7", (8, 7): "12.8", (8, 8): "12.9", (9, 0): "13.0", (9, 1): "13.1",
+}  # fmt: skip
+EM_CUDA = 190
+ELFOSABI_CUDA = 0x41  # set by ptxas 13: the cubin loads only on CUDA 13 (R580+) drivers
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split("."))
+
+
+def cubin_driver(elf: bytes) -> tuple[str, str]:
+    """(architecture, the oldest CUDA driver that loads it) of a CUDA ELF (cubin)."""
+    os_abi, abi_version = elf[7], elf[8]
+    flags = struct.unpack_from("<I", elf, 48)[0]  # e_flags of a 64-bit ELF
+    # ELF ABI version 8 (with OS/ABI 0x41: ptxas 13) keeps the architecture in bits 8-15;
+    # older cubins in bits 0-7.
+    arch = (flags >> 8) & 0xFF if abi_version >= 8 else flags & 0xFF
+    if os_abi == ELFOSABI_CUDA:
+        driver = "13.0"
+    elif abi_version >= 8:
+        driver = "12.8"
+    else:
+        driver = "12.0"
+    return f"sm_{arch}", driver
+
+
+def ptx_driver(ptx: str) -> tuple[str, str]:
+    """(target, the oldest CUDA driver that JIT-compiles it) of a PTX text."""
+    version = re.search(r"^\s*\.version\s+(\d+)\.(\d+)", ptx, re.M)
+    target = re.search(r"^\s*\.target\s+(\w+)", ptx, re.M)
+    isa = (int(version.group(1)), int(version.group(2))) if version else (0, 0)
+    name = f"PTX ISA {isa[0]}.{isa[1]} for {target.group(1) if target else '?'}"
+    return name, PTX_ISA_DRIVER.get(isa, "99.0" if isa > max(PTX_ISA_DRIVER) else "12.0")
+
+
+def _raw_cubins(library: bytes) -> list[bytes]:
+    """CUDA ELF images stored directly in the library (not inside a fatbin), e.g. embedded
+    cubins written by another compiler; their headers say where they end."""
+    found = []
+    spans, start = [], library.find(FATBIN_MAGIC)
+    for blob in fatbins(library):
+        spans.append((start, start + len(blob)))
+        start = library.find(FATBIN_MAGIC, start + len(blob))
+    start = library.find(b"\x7fELF", 1)
+    while start >= 0:
+        header = library[start : start + 64]
+        if any(begin <= start < end for begin, end in spans):
+            pass  # inside a fatbin: cuobjdump extracts it
+        elif len(header) == 64 and header[4] == 2 and struct.unpack_from("<H", header, 18)[0] == EM_CUDA:
+            (shoff,) = struct.unpack_from("<Q", header, 40)
+            shentsize, shnum = struct.unpack_from("<HH", header, 58)
+            found.append(library[start : start + shoff + shentsize * shnum])
+        start = library.find(b"\x7fELF", start + 4)
+    return found
+
+
+def check_device_code(library: bytes, cuobjdump: str, sass_driver: str, ptx_driver_max: str) -> list[str]:
+    """Every cubin and PTX embedded in the library (in any fatbin, or stored bare): what it
+    needs of the driver. Machine code must load on `sass_driver` (the oldest driver the wheel
+    declares); PTX must not need a driver newer than `ptx_driver_max`."""
+    problems = []
+    needs: dict[str, set[str]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for index, blob in enumerate(fatbins(library)):
+            out = Path(tmp) / str(index)
+            out.mkdir()
+            (out / "fatbin").write_bytes(blob)
+            extract = subprocess.run(
+                [cuobjdump, "-xelf", "all", "-xptx", "all", "fatbin"], cwd=out, capture_output=True, text=True
+            )
+            if extract.returncode != 0:
+                problems.append(f"cuobjdump cannot extract fatbin {index}: {extract.stderr.strip()}")
+            for item in sorted(out.iterdir()):
+                if item.suffix == ".cubin":
+                    arch, driver = cubin_driver(item.read_bytes())
+                    needs.setdefault(driver, set()).add(arch)
+                    if _version(driver) > _version(sass_driver):
+                        problems.append(
+                            f"{item.name}: {arch} machine code needs a CUDA {driver} driver; "
+                            f"the wheel declares {sass_driver}"
+                        )
+                elif item.suffix == ".ptx":
+                    name, driver = ptx_driver(item.read_text(errors="replace"))
+                    needs.setdefault(driver, set()).add(name)
+                    if _version(driver) > _version(ptx_driver_max):
+                        problems.append(
+                            f"{item.name}: {name} needs a CUDA {driver} driver; the wheel "
+                            f"declares {ptx_driver_max} for PTX"
+                        )
+    for index, elf in enumerate(_raw_cubins(library)):
+        arch, driver = cubin_driver(elf)
+        needs.setdefault(driver, set()).add(f"bare {arch}")
+        if _version(driver) > _version(sass_driver):
+            problems.append(
+                f"bare cubin {index}: {arch} needs a CUDA {driver} driver; the wheel declares {sass_driver}"
+            )
+    for driver in sorted(needs, key=_version):
+        print(f"  needs a CUDA {driver} driver: {', '.join(sorted(needs[driver]))}")
+    return problems
+
+
+def check_undefined_cuda_symbols(library: Path) -> list[str]:
+    """No CUDA driver or runtime symbol may stay undefined: the library links no libcuda or
+    libcudart, so the dynamic loader would fail the first call with "symbol lookup error",
+    killing the process."""
+    if not shutil.which("nm"):
+        return ["cannot check undefined symbols: no nm"]
+    listing = subprocess.run(["nm", "-D", "--undefined-only", str(library)], capture_output=True, text=True)
+    if listing.returncode != 0:
+        return [f"nm failed: {listing.stderr.strip()}"]
+    undefined = sorted(
+        name for name in re.findall(r"\bU (\S+)", listing.stdout) if re.match(r"_*cu[A-Z]|_*cuda[A-Z]", name)
+    )
+    return (
+        [f"undefined CUDA symbols (the first call would kill the process): {' '.join(undefined)}"]
+        if undefined
+        else []
+    )
+
+
 def check(
     wheel: Path,
     cuda: str | None = None,
     archs: str | None = None,
     cuobjdump: str | None = None,
     max_mib: float | None = None,
+    min_driver: str | None = None,
 ) -> list[str]:
     problems = []
     match = re.fullmatch(r"(?P<dist>[A-Za-z0-9_]+)-(?P<version>[^-]+)-(?P<tags>.+)\.whl", wheel.name)
@@ -149,8 +281,14 @@ def check(
                         )
             binary = library.read_bytes()
             library_mib = len(binary) / 2**20
+            problems += check_undefined_cuda_symbols(library)
             if cuda:
                 problems += check_cuda_runtime(binary, cuda)
+                if not cuobjdump:
+                    problems.append("cannot read the device code: no cuobjdump (--cuobjdump or $CUOBJDUMP)")
+                else:
+                    sass_driver = min_driver or f"{cuda.split('.')[0]}.0"
+                    problems += check_device_code(binary, cuobjdump, sass_driver, cuda)
             if archs:
                 if not cuobjdump:
                     problems.append("cannot check architectures: no cuobjdump (--cuobjdump or $CUOBJDUMP)")
@@ -173,6 +311,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--archs", help='CMake architecture list the fatbins must hold, or "default"')
     parser.add_argument("--cuobjdump", default=os.environ.get("CUOBJDUMP") or shutil.which("cuobjdump"))
     parser.add_argument("--max-mib", type=float, help="fail if a wheel is larger")
+    parser.add_argument(
+        "--min-driver",
+        help="the oldest CUDA driver the wheel declares (default: CUDA <major>.0): all machine "
+        "code must load on it; PTX may need up to the --cuda version",
+    )
     args = parser.parse_args(argv)
     if not args.wheels:
         print(__doc__)
@@ -185,7 +328,7 @@ def main(argv: list[str]) -> int:
     problems = [
         f"{wheel.name}: {issue}"
         for wheel in args.wheels
-        for issue in check(wheel, args.cuda, archs, args.cuobjdump, args.max_mib)
+        for issue in check(wheel, args.cuda, archs, args.cuobjdump, args.max_mib, args.min_driver)
     ]
     for problem in problems:
         print("  " + problem)

@@ -2,26 +2,32 @@
 """Fetch a CUDA toolchain (nvcc, the static CUDA runtime, CCCL) without a system install, lay it
 out as a CUDA toolkit, and print the environment that points CMake at it.
 
-    python3 tools/cuda_toolchain.py 12.9 --dest .cuda/12.9
-    CUDACXX=/abs/.cuda/12.9/toolkit/bin/nvcc
-    CUDAToolkit_ROOT=/abs/.cuda/12.9/toolkit
-    CUOBJDUMP=/abs/.cuda/12.9/tools/nvidia/cu13/bin/cuobjdump
+    python3 tools/cuda_toolchain.py 12.4 --dest .cuda/12.4
+    CUDACXX=/abs/.cuda/12.4/toolkit/bin/nvcc
+    CUDAToolkit_ROOT=/abs/.cuda/12.4/toolkit
+    CUOBJDUMP=/abs/.cuda/12.4/tools/nvidia/cu13/bin/cuobjdump
 
-Where the pieces come from (versions pinned below, so every build gets the same bits):
+Where the pieces come from (versions and digests pinned below, so every build gets the same bits):
 
 - CUDA 13: NVIDIA's PyPI wheels hold the whole toolchain (nvidia-cuda-nvcc, nvidia-nvvm,
   nvidia-cuda-crt, nvidia-cuda-runtime, nvidia-cuda-cccl); they install into one
   toolkit-shaped directory, nvidia/cu13.
-- CUDA 12: the PyPI wheels hold the CUDA runtime (nvidia-cuda-runtime-cu12: headers,
-  libcudart_static.a) and CCCL (nvidia-cuda-cccl-cu12), but nvidia-cuda-nvcc-cu12 holds only
-  ptxas and libnvvm (for JIT users such as JAX), not the nvcc driver, cicc, cudafe++, fatbinary
-  or nvlink. The compiler therefore comes from NVIDIA's redistributable archive of the same
-  release (cuda_nvcc-<platform>-<version>-archive.tar.xz, checked against the SHA-256 in
-  NVIDIA's release manifest), downloaded here or given with --nvcc-archive (a file or URL).
+- CUDA 12: NVIDIA's PyPI wheels hold no nvcc driver, cicc, cudafe++, fatbinary or nvlink
+  (nvidia-cuda-nvcc-cu12 has only ptxas, libnvvm and the crt headers). Those come from Debian's
+  nvidia-cuda-toolkit package (CUDA 12.4.131, suite trixie, section non-free), fetched with
+  `apt-get download` from the Debian mirror this machine's apt sources name (only the suite
+  changes; --debian-mirror or $SCALE_LIB_DEBIAN_MIRROR names another) into a private apt state
+  directory, checked against the SHA-256 pinned here and unpacked with `dpkg -x`: nothing is
+  installed system-wide. The headers come from the 12.4 PyPI wheels (nvidia-cuda-runtime-cu12,
+  nvidia-cuda-nvcc-cu12: crt/ and libdevice), CCCL 2.8 from nvidia-cuda-cccl-cu12 12.9 (CUDA
+  12.4's own CCCL 2.3 lacks <cuda/cmath>), and libcudart_static.a from nvidia-cuda-runtime-cu12
+  12.9 (the 12.4 wheel has none; the 12.9 static runtime runs on every CUDA 12 driver). The
+  library relocates no device code, so libcudadevrt.a is an empty archive (CMake's compiler check
+  links it; nvlink 12.4 rejects the 12.9 one).
 
-The files land under site-packages-style directories (nvidia/...), not a toolkit layout, so
-DEST/toolkit is synthesized: a directory of symlinks merging the pieces (bin/ holds copies,
-because nvcc finds its toolkit relative to its own real path). cuobjdump comes from the
+The files land under site-packages-style directories (nvidia/...) and /usr/..., not a toolkit
+layout, so DEST/toolkit is synthesized: a directory of symlinks merging the pieces (bin/ holds
+copies, because nvcc finds its toolkit relative to its own real path). cuobjdump comes from the
 nvidia-cuda-cuobjdump wheel (CUDA 13; it reads CUDA 12 binaries too) for tools/check_wheel.py.
 
 Everything is cached in DEST: a second run with the same versions downloads nothing.
@@ -31,28 +37,34 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import os
-import platform
+import re
 import shutil
 import subprocess
 import sys
-import tarfile
 import tempfile
-import urllib.request
 from pathlib import Path
 
-REDIST = "https://developer.download.nvidia.com/compute/cuda/redist"
-
 # CUDA version -> where its pieces come from. "wheels": pinned PyPI requirements; "roots": the
-# directories (relative to the install target) merged into the toolkit, in order; "redist": the
-# NVIDIA release manifest the nvcc archive comes from, when PyPI has no nvcc for that version.
+# directories (relative to the install target) merged into the toolkit, in order; "debian": the
+# Debian package holding the compiler, when PyPI has none for that version.
 TOOLCHAINS: dict[str, dict[str, object]] = {
-    "12.9": {
-        "wheels": ["nvidia-cuda-runtime-cu12==12.9.79", "nvidia-cuda-cccl-cu12==12.9.27"],
-        "roots": ["nvidia/cuda_runtime", "nvidia/cuda_cccl"],
-        "redist": "12.9.1",
-        "nvcc": "12.9.86",
+    "12.4": {
+        "wheels": [
+            "nvidia-cuda-runtime-cu12==12.4.127",
+            "nvidia-cuda-nvcc-cu12==12.4.131",
+            "nvidia-cuda-cccl-cu12==12.9.27",
+        ],
+        # CCCL first: its cuda/, cub/ and thrust/ win over anything older.
+        "roots": ["nvidia/cuda_cccl", "nvidia/cuda_runtime", "nvidia/cuda_nvcc"],
+        "static_runtime": "nvidia-cuda-runtime-cu12==12.9.79",
+        "debian": {
+            "suite": "trixie",
+            "component": "non-free",
+            "package": "nvidia-cuda-toolkit",
+            "version": "12.4.131~12.4.1-2",
+            "sha256": "cd5fe85aee38d108b315f408a688641478f2402622a10c677478eb7a6c4e5319",
+        },
     },
     "13.0": {
         "wheels": [
@@ -67,6 +79,19 @@ TOOLCHAINS: dict[str, dict[str, object]] = {
 }
 # The oldest cuobjdump on PyPI; it lists CUDA 12 and 13 fatbins alike.
 CUOBJDUMP_WHEEL = "nvidia-cuda-cuobjdump==13.2.86"
+# The Debian package's programs that make up the nvcc toolchain (usr/bin and its private bin/).
+DEBIAN_PROGRAMS = ["nvcc", "cicc", "cudafe++", "ptxas", "fatbinary", "nvlink", "bin2c", "nvprune"]
+# nvcc.profile for the synthesized layout (the Debian one points at /usr).
+NVCC_PROFILE = """\
+TOP = $(_HERE_)/..
+NVVMIR_LIBRARY_DIR = $(TOP)/nvvm/libdevice
+LD_LIBRARY_PATH += $(TOP)/lib64:
+PATH += $(_HERE_):
+INCLUDES += "-I$(TOP)/include" $(_SPACE_)
+LIBRARIES =+ $(_SPACE_) "-L$(TOP)/lib64/stubs" "-L$(TOP)/lib64"
+CUDAFE_FLAGS +=
+PTXAS_FLAGS +=
+"""
 
 
 def _log(message: str) -> None:
@@ -86,55 +111,80 @@ def _pip_install(requirements: list[str], target: Path) -> None:
     stamp.write_text(wanted)
 
 
-def _redist_platform() -> str:
-    machine = platform.machine()
-    return {"x86_64": "linux-x86_64", "aarch64": "linux-sbsa"}.get(machine, f"linux-{machine}")
+def _debian_mirror(given: str | None) -> str:
+    """The Debian mirror: the one given, else the first Debian URI in the apt sources."""
+    if given:
+        return given.rstrip("/")
+    sources = [Path("/etc/apt/sources.list"), *sorted(Path("/etc/apt/sources.list.d").glob("*"))]
+    for source in sources:
+        if not source.is_file() or not source.name.endswith((".list", ".sources")):
+            continue
+        for uri in re.findall(r"(?:^deb\s+(?:\[[^]]*\]\s+)?|^URIs:\s*)(\S+)", source.read_text(), re.M):
+            if uri.rstrip("/").endswith("/debian"):
+                return uri.rstrip("/")
+    sys.exit(
+        "cuda_toolchain: no Debian mirror in the apt sources: pass --debian-mirror URL (or set "
+        "SCALE_LIB_DEBIAN_MIRROR), a Debian archive holding the suite's non-free section"
+    )
 
 
-def _fetch_nvcc_archive(spec: dict[str, object], dest: Path, archive: str | None) -> Path:
-    """The cuda_nvcc redistributable archive, extracted under dest; returns its root."""
-    version = str(spec["nvcc"])
-    root = dest / f"cuda_nvcc-{version}"
-    if (root / "bin" / "nvcc").exists():
+def _fetch_debian_package(spec: dict[str, str], dest: Path, mirror: str | None) -> Path:
+    """The Debian package, downloaded with a private apt state and unpacked under dest."""
+    name, version = spec["package"], spec["version"]
+    root = dest / f"{name}_{version}"
+    if (root / "usr" / "bin" / "nvcc").exists():
         return root
-    plat = _redist_platform()
-    expected_sha256 = None
-    if archive is None:
-        manifest_url = f"{REDIST}/redistrib_{spec['redist']}.json"
-        _log(f"reading {manifest_url}")
-        try:
-            with urllib.request.urlopen(manifest_url, timeout=60) as response:
-                entry = json.load(response)["cuda_nvcc"]
-        except OSError as error:
-            sys.exit(
-                f"cuda_toolchain: cannot read {manifest_url} ({error}).\nPyPI has no CUDA "
-                f"{version} nvcc (nvidia-cuda-nvcc-cu12 holds only ptxas and libnvvm); download "
-                f"cuda_nvcc-{plat}-{version}-archive.tar.xz from {REDIST}/cuda_nvcc/{plat}/ and "
-                "pass it with --nvcc-archive (or set SCALE_LIB_NVCC_ARCHIVE)."
-            )
-        if entry["version"] != version:
-            sys.exit(f"cuda_toolchain: the manifest lists cuda_nvcc {entry['version']}, not {version}")
-        archive = f"{REDIST}/{entry[plat]['relative_path']}"
-        expected_sha256 = entry[plat]["sha256"]
+    if not shutil.which("apt-get") or not shutil.which("dpkg"):
+        sys.exit("cuda_toolchain: the CUDA 12 compiler is a Debian package: apt-get and dpkg are needed")
+    url = _debian_mirror(mirror)
+    apt = dest / "apt"
+    for sub in ("lists/partial", "archives/partial", "etc"):
+        (apt / sub).mkdir(parents=True, exist_ok=True)
+    source_list = apt / "etc" / "debian.sources"
+    source_list.write_text(
+        f"Types: deb\nURIs: {url}\nSuites: {spec['suite']}\nComponents: {spec['component']}\n"
+        "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg\n"
+    )
+    options = [
+        f"-oDir::Etc::SourceList={source_list}",
+        "-oDir::Etc::SourceParts=/nonexistent",
+        f"-oDir::State::Lists={apt / 'lists'}",
+        f"-oDir::Cache={apt}",
+        "-oAPT::Architecture=amd64",
+        "-oAcquire::Languages=none",
+        "-oDebug::NoLocking=1",
+    ]
+    if os.geteuid() == 0:  # apt's sandbox user could not write to a private directory
+        options.append("-oAPT::Sandbox::User=root")
+    _log(f"apt-get update ({url} {spec['suite']} {spec['component']})")
+    subprocess.run(["apt-get", *options, "-qq", "update"], check=True)
     with tempfile.TemporaryDirectory(dir=dest) as tmp:
-        local = Path(archive)
-        if not local.exists():
-            local = Path(tmp) / Path(archive).name
-            _log(f"downloading {archive}")
-            with urllib.request.urlopen(archive, timeout=600) as response, local.open("wb") as f:
-                shutil.copyfileobj(response, f)
-        digest = hashlib.sha256(local.read_bytes()).hexdigest()
-        if expected_sha256 and digest != expected_sha256:
-            sys.exit(f"cuda_toolchain: {archive} has SHA-256 {digest}, expected {expected_sha256}")
-        _log(f"extracting {local.name} (sha256 {digest})")
-        with tarfile.open(local) as tar:
-            tar.extractall(tmp, filter="data")
-        (extracted,) = [p for p in Path(tmp).iterdir() if p.is_dir() and p.name.startswith("cuda_nvcc")]
-        if not (extracted / "bin" / "nvcc").exists():
-            sys.exit(f"cuda_toolchain: {archive} holds no bin/nvcc")
+        _log(f"apt-get download {name}={version}")
+        subprocess.run(["apt-get", *options, "-qq", "download", f"{name}={version}"], cwd=tmp, check=True)
+        (deb,) = Path(tmp).glob("*.deb")
+        digest = hashlib.sha256(deb.read_bytes()).hexdigest()
+        if digest != spec["sha256"]:
+            sys.exit(f"cuda_toolchain: {deb.name} has SHA-256 {digest}, expected {spec['sha256']}")
+        unpacked = Path(tmp) / "root"
+        subprocess.run(["dpkg", "-x", str(deb), str(unpacked)], check=True)
         shutil.rmtree(root, ignore_errors=True)
-        extracted.rename(root)
+        unpacked.rename(root)
     return root
+
+
+def _debian_compiler(package: Path, dest: Path) -> Path:
+    """A toolkit-shaped directory holding the Debian package's compiler programs."""
+    compiler = dest / "compiler"
+    shutil.rmtree(compiler, ignore_errors=True)
+    bin_dir = compiler / "bin"
+    bin_dir.mkdir(parents=True)
+    private = package / "usr" / "lib" / "nvidia-cuda-toolkit" / "bin"
+    for program in DEBIAN_PROGRAMS:
+        found = private / program if (private / program).exists() else package / "usr" / "bin" / program
+        shutil.copy2(found, bin_dir / program)
+    shutil.copytree(private / "crt", bin_dir / "crt")
+    (bin_dir / "nvcc.profile").write_text(NVCC_PROFILE)
+    return compiler
 
 
 def _merge(source: Path, dest: Path, copy: bool) -> None:
@@ -163,7 +213,7 @@ def _merge(source: Path, dest: Path, copy: bool) -> None:
                 target.symlink_to(entry.resolve())
 
 
-def make_toolkit(cuda: str, dest: Path, nvcc_archive: str | None = None) -> dict[str, str]:
+def make_toolkit(cuda: str, dest: Path, debian_mirror: str | None = None) -> dict[str, str]:
     """Fetch (or reuse) the toolchain for CUDA `cuda` under dest; return the environment for CMake."""
     if cuda not in TOOLCHAINS:
         sys.exit(f"cuda_toolchain: no recipe for CUDA {cuda}; known: {', '.join(TOOLCHAINS)}")
@@ -174,8 +224,15 @@ def make_toolkit(cuda: str, dest: Path, nvcc_archive: str | None = None) -> dict
     _pip_install(list(spec["wheels"]), wheels)  # type: ignore[call-overload]
     _pip_install([CUOBJDUMP_WHEEL], dest / "tools")
     roots = [wheels / r for r in spec["roots"]]  # type: ignore[attr-defined]
-    if "nvcc" in spec:
-        roots.insert(0, _fetch_nvcc_archive(spec, dest, nvcc_archive))
+    if "debian" in spec:
+        package = _fetch_debian_package(spec["debian"], dest, debian_mirror)  # type: ignore[arg-type]
+        _pip_install([str(spec["static_runtime"])], dest / "static_runtime")
+        extra = dest / "extra"
+        shutil.rmtree(extra, ignore_errors=True)
+        (extra / "lib64").mkdir(parents=True)
+        shutil.copy2(next((dest / "static_runtime").glob("nvidia/*/lib/libcudart_static.a")), extra / "lib64")
+        (extra / "lib64" / "libcudadevrt.a").write_bytes(b"!<arch>\n")  # an empty archive
+        roots = [_debian_compiler(package, dest), *roots, extra]
 
     toolkit = dest / "toolkit"
     stamp = toolkit / ".sources"
@@ -200,13 +257,13 @@ def main(argv: list[str]) -> int:
     parser.add_argument("cuda", choices=sorted(TOOLCHAINS), help="CUDA version")
     parser.add_argument("--dest", type=Path, help="cache directory (default: .cuda/<version>)")
     parser.add_argument(
-        "--nvcc-archive",
-        default=os.environ.get("SCALE_LIB_NVCC_ARCHIVE"),
-        help="CUDA 12: the cuda_nvcc redistributable archive (file or URL) instead of NVIDIA's server",
+        "--debian-mirror",
+        default=os.environ.get("SCALE_LIB_DEBIAN_MIRROR"),
+        help="CUDA 12: the Debian mirror to fetch the compiler from (default: the apt sources')",
     )
     args = parser.parse_args(argv)
     dest = args.dest or Path(__file__).resolve().parent.parent / ".cuda" / args.cuda
-    for key, value in make_toolkit(args.cuda, dest, args.nvcc_archive).items():
+    for key, value in make_toolkit(args.cuda, dest, args.debian_mirror).items():
         print(f"{key}={value}")
     return 0
 

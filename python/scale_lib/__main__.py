@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -88,7 +89,11 @@ def _driver_lines(info: dict[str, Any]) -> list[str]:
     if not driver:
         return [*lines, "  NVIDIA driver: none found: CUDA arrays cannot be used"]
     module = Path("/proc/driver/nvidia/version")
-    release = module.read_text().split("Module", 1)[-1].split()[0] if module.exists() else ""
+    # "NVRM version: NVIDIA UNIX [Open ]Kernel Module [for x86_64]  580.95.05  ...": the first
+    # dotted number after "Module" is the release.
+    text = module.read_text() if module.exists() else ""
+    found_release = re.search(r"Module.*?\s(\d+\.\d+(?:\.\d+)?)\s", text)
+    release = found_release.group(1) if found_release else ""
     found = f"  NVIDIA driver{f' {release}' if release else ''}: supports CUDA {driver}: "
     if _version(driver) >= _version(runtime):
         return [*lines, found + "matches (the runtime's version or newer)"]
@@ -124,14 +129,15 @@ def main() -> int:
                 y = _try_import("jax").jit(lambda v: scale_lib.scale(v, FACTOR))(x)
             else:
                 y = fn(x, FACTOR)
+            got = _as_list(y)  # JAX reports a kernel's error when the result is read
         except RuntimeError as error:  # e.g. a driver older than the build needs
             failures += 1
-            print(f"  {framework:8s} {device:5s} -> RuntimeError: {error}")
+            print(f"  {framework:8s} {device:5s} -> {type(error).__name__}: {error}")
             continue
-        ok = _as_list(y) == _as_list(expected)
+        ok = got == _as_list(expected)
         failures += not ok
         print(
-            f"  {framework:8s} {device:5s} -> {_as_list(y)}  {type(y).__module__}.{type(y).__name__}"
+            f"  {framework:8s} {device:5s} -> {got}  {type(y).__module__}.{type(y).__name__}"
             f"  {'ok' if ok else 'WRONG'}"
         )
     missing = [m for m in ("numpy", "torch", "jax", "paddle", "cupy") if _try_import(m) is None]
