@@ -232,6 +232,28 @@ def check_undefined_cuda_symbols(library: Path) -> list[str]:
     )
 
 
+def check_exported_symbols(library: Path) -> list[str]:
+    """What docs/building.md promises the library exports: the ``__tvm_ffi_<name>`` functions
+    and, besides them, only C++ vague-linkage symbols (weak or unique: typeinfo and vtables of
+    types shared with libtvm_ffi, template instances), which must stay visible for exceptions
+    and ``dynamic_cast`` across libraries. Prints the counts."""
+    if not shutil.which("nm"):
+        return ["cannot check exported symbols: no nm"]
+    listing = subprocess.run(["nm", "-D", "--defined-only", str(library)], capture_output=True, text=True)
+    if listing.returncode != 0:
+        return [f"nm failed: {listing.stderr.strip()}"]
+    symbols = [line.split()[-2:] for line in listing.stdout.splitlines() if len(line.split()) >= 2]
+    functions = [name for kind, name in symbols if name.startswith("__tvm_ffi_")]
+    vague = [name for kind, name in symbols if not name.startswith("__tvm_ffi_") and kind in "VWu"]
+    other = [name for kind, name in symbols if not name.startswith("__tvm_ffi_") and kind not in "VWu"]
+    print(f"  exports {len(functions)} __tvm_ffi_ symbols and {len(vague)} C++ vague-linkage symbols")
+    if not functions:
+        return ["exports no __tvm_ffi_ function"]
+    if other:
+        return [f"exported symbols beyond __tvm_ffi_ and vague linkage: {' '.join(sorted(other))}"]
+    return []
+
+
 def check(
     wheel: Path,
     cuda: str | None = None,
@@ -282,6 +304,7 @@ def check(
             binary = library.read_bytes()
             library_mib = len(binary) / 2**20
             problems += check_undefined_cuda_symbols(library)
+            problems += check_exported_symbols(library)
             if cuda:
                 problems += check_cuda_runtime(binary, cuda)
                 if not cuobjdump:

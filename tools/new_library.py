@@ -62,9 +62,22 @@ def renamer(new: str):
     return lambda text: OLD_NAMES.sub(lambda m: table[m.group(0)], text)
 
 
+# Modules a library must not shadow: what it and its users import by these names.
+TAKEN = {"tvm_ffi", "jax_tvm_ffi", "numpy", "torch", "jax", "jaxlib", "paddle", "cupy", "triton"}
+
+
 def check_name(name: str) -> None:
-    if not re.fullmatch(r"[a-z][a-z0-9_]*", name) or keyword.iskeyword(name) or name == OLD:
-        sys.exit(f"error: {name!r} must be a new lowercase Python identifier, such as my_kernels")
+    if not re.fullmatch(r"[a-z][a-z0-9_]*", name) or keyword.iskeyword(name) or keyword.issoftkeyword(name):
+        sys.exit(f"error: {name!r} must be a lowercase Python identifier (not a keyword), such as my_kernels")
+    if name == OLD:
+        sys.exit(f"error: {name!r} is the template's own name; choose a new one, such as my_kernels")
+    if name in sys.stdlib_module_names or name in TAKEN:
+        sys.exit(f"error: {name!r} is the name of a module Python code imports; the library would shadow it")
+    sys.path.insert(0, str(ROOT / "tools"))
+    from new_op import CPP_KEYWORDS  # the scaffold's list: the name is a C++ namespace too
+
+    if name in CPP_KEYWORDS:
+        sys.exit(f"error: {name!r} is a C++ keyword; the library's C++ namespace could not use it")
 
 
 def parse_ops(text: str) -> list[str]:

@@ -30,6 +30,7 @@ Integer attributes multiply like floats; a bool attribute negates the result whe
 from __future__ import annotations
 
 import argparse
+import ast
 import keyword
 import re
 import shutil
@@ -788,10 +789,146 @@ def library_name() -> str:
     return packages[0]
 
 
+# C++ keywords and alternative tokens: an op's name becomes C++ identifiers too.
+CPP_KEYWORDS = frozenset(
+    [
+        "alignas",
+        "alignof",
+        "and",
+        "and_eq",
+        "asm",
+        "auto",
+        "bitand",
+        "bitor",
+        "bool",
+        "break",
+        "case",
+        "catch",
+        "char",
+        "char8_t",
+        "char16_t",
+        "char32_t",
+        "class",
+        "compl",
+        "concept",
+        "const",
+        "consteval",
+        "constexpr",
+        "constinit",
+        "const_cast",
+        "continue",
+        "co_await",
+        "co_return",
+        "co_yield",
+        "decltype",
+        "default",
+        "delete",
+        "do",
+        "double",
+        "dynamic_cast",
+        "else",
+        "enum",
+        "explicit",
+        "export",
+        "extern",
+        "false",
+        "float",
+        "for",
+        "friend",
+        "goto",
+        "if",
+        "inline",
+        "int",
+        "long",
+        "mutable",
+        "namespace",
+        "new",
+        "noexcept",
+        "not",
+        "not_eq",
+        "nullptr",
+        "operator",
+        "or",
+        "or_eq",
+        "private",
+        "protected",
+        "public",
+        "register",
+        "reinterpret_cast",
+        "requires",
+        "return",
+        "short",
+        "signed",
+        "sizeof",
+        "static",
+        "static_assert",
+        "static_cast",
+        "struct",
+        "switch",
+        "template",
+        "this",
+        "thread_local",
+        "throw",
+        "true",
+        "try",
+        "typedef",
+        "typeid",
+        "typename",
+        "union",
+        "unsigned",
+        "using",
+        "virtual",
+        "void",
+        "volatile",
+        "wchar_t",
+        "while",
+        "xor",
+        "xor_eq",
+    ]
+)
+
+
 def _identifier(name: str, what: str) -> str:
-    if not re.fullmatch(r"[a-z][a-z0-9_]*", name) or keyword.iskeyword(name):
-        sys.exit(f"error: {what} {name!r} must be a lowercase Python identifier")
+    if not re.fullmatch(r"[a-z][a-z0-9_]*", name) or keyword.iskeyword(name) or keyword.issoftkeyword(name):
+        sys.exit(f"error: {what} {name!r} must be a lowercase Python identifier (not a Python keyword)")
+    if name in CPP_KEYWORDS:
+        sys.exit(f"error: {what} {name!r} is a C++ keyword; the generated C++ code could not use it")
     return name
+
+
+def bound_names(library: str) -> set[str]:
+    """The names an op may not take: what the package, its ``ops`` module or the library's
+    exports already bind (``lib``, ``ops``, ``build_info``, an export such as ``scale_new``...).
+    The op would be hidden behind them, or clash with them in the library."""
+    package = ROOT / "python" / library
+    names = {p.stem for p in package.glob("*.py")}
+    for module in (package / "__init__.py", package / "ops.py"):
+        for node in ast.parse(module.read_text()).body:
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                names.add(node.name)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+            elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                names |= {t.id for t in targets if isinstance(t, ast.Name)}
+    for binding in (ROOT / "bindings").glob("*.cc"):
+        names |= set(re.findall(r"^[A-Z_]+_EXPORT\((\w+),", binding.read_text(), re.MULTILINE))
+    return names
+
+
+def _op_name(name: str, library: str) -> str:
+    _identifier(name, "op name")
+    if name in bound_names(library) - _existing_ops(library):
+        sys.exit(
+            f"error: op name {name!r} is already bound by {library} (its package, ops.py or its "
+            "exported functions); the op would be hidden behind it. Choose another name"
+        )
+    return name
+
+
+def _existing_ops(library: str) -> set[str]:
+    ops = (ROOT / "python" / library / "ops.py").read_text()
+    return set(re.findall(r"^# ===== op: (\w+) =====", ops, re.MULTILINE))
 
 
 def parse(argv: list[str]) -> tuple[Spec, bool]:
@@ -817,8 +954,9 @@ def parse(argv: list[str]) -> tuple[Spec, bool]:
     names = [*inputs, *(a.name for a in attrs), "out"]
     if not inputs or len(set(names)) != len(names):
         sys.exit(f"error: inputs and attributes need distinct names other than 'out'; got {names[:-1]}")
-    op = _identifier(args.name, "op name")
-    return Spec(op, library_name(), inputs, tuple(attrs), args.kind, args.cuda_only), not args.no_format
+    library = library_name()
+    op = _op_name(args.name, library)
+    return Spec(op, library, inputs, tuple(attrs), args.kind, args.cuda_only), not args.no_format
 
 
 def _formatter(name: str) -> str | None:

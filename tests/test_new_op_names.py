@@ -1,0 +1,44 @@
+"""tools/new_op.py refuses an op name that would break the library, saying why, before it
+writes anything: a Python or C++ keyword, or a name the package, its ``ops`` module or the
+library's exports already bind (the op would be hidden behind it)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+NEW_OP = ROOT / "tools" / "new_op.py"
+
+
+def _status() -> str:
+    return subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True).stdout
+
+
+@pytest.mark.skipif(not NEW_OP.is_file(), reason="tools/new_op.py is not part of this checkout")
+@pytest.mark.parametrize(
+    ("name", "why"),
+    [
+        ("lib", "already bound"),
+        ("ops", "already bound"),
+        ("build_info", "already bound"),
+        ("scale_new", "already bound"),  # an export of the scale op
+        ("class", "keyword"),
+        ("match", "keyword"),
+        ("union", "C\\+\\+ keyword"),
+        ("Fused", "lowercase"),
+    ],
+)
+def test_new_op_refuses_names_that_would_break_the_library(name: str, why: str) -> None:
+    before = _status()
+    child = subprocess.run(
+        [sys.executable, str(NEW_OP), name, "--no-format"], cwd=ROOT, capture_output=True, text=True
+    )
+    assert child.returncode != 0
+    assert name in child.stderr
+    assert re.search(why, child.stderr), child.stderr
+    assert _status() == before, "new_op.py wrote files before refusing"
