@@ -3,6 +3,8 @@ nothing."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 from backends import JAX_BACKENDS, MUTABLE_BACKENDS, Backend, backend_params
@@ -36,6 +38,11 @@ def test_out_not_an_array(backend: Backend) -> None:
 
 
 # -- factor -------------------------------------------------------------------------------------
+with warnings.catch_warnings():  # newer NumPy deprecates the unit-less form that users still pass
+    warnings.simplefilter("ignore", DeprecationWarning)
+    _UNITLESS_TIMEDELTA = np.timedelta64(2)
+
+
 @pytest.mark.parametrize(
     ("factor", "type_name"),
     [
@@ -46,7 +53,7 @@ def test_out_not_an_array(backend: Backend) -> None:
         (True, "bool"),
         # NumPy registers timedelta64 as an integer type; a time is not a number either way.
         (np.timedelta64(3, "ms"), "timedelta64"),
-        (np.timedelta64(2), "timedelta64"),
+        (_UNITLESS_TIMEDELTA, "timedelta64"),
         (np.datetime64("2026-01-01"), "datetime64"),
     ],
 )
