@@ -30,8 +30,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
+# The pages people read: not the docs build's output (_build) or its generated includes.
 PAGES = [p for p in (ROOT / "README.md", ROOT / "CONTRIBUTING.md") if p.is_file()] + sorted(
-    p for p in DOCS.rglob("*.md") if "_build" not in p.parts
+    p for p in DOCS.rglob("*.md") if not {"_build", "_generated"} & set(p.parts)
 )
 INCLUDE = re.compile(r"```\{literalinclude\} (?P<path>\S+)\n(?P<options>(?::[^\n]*\n)*)", re.MULTILINE)
 FENCE = re.compile(r"^```(?P<lang>[^\s`]*)[^\n]*\n(?P<body>.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
