@@ -46,6 +46,13 @@ ffi::Map<ffi::String, ffi::Any> BuildInfo() {
 #else
   info.Set("cuda", false);
 #endif
+  // The Triton release that compiled the Triton kernels ("" when they were not built: their ops
+  // then have no CUDA kernel).
+#if defined(SCALE_LIB_WITH_TRITON)
+  info.Set("triton", ffi::String(SCALE_LIB_TRITON_VERSION));
+#else
+  info.Set("triton", ffi::String(""));
+#endif
   return info;
 }
 

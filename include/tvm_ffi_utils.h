@@ -243,6 +243,16 @@ void CheckCudaDriver();  // kernels/cuda_driver.cu: RuntimeError if the driver i
   ::scale_lib::detail::ThrowBuiltWithoutCuda(arg_name)
 #endif
 
+// The CUDA call of an op whose CUDA kernels are written in Triton (docs/triton.md): compiled
+// only when the build had Triton (SCALE_LIB_TRITON); otherwise a CUDA tensor raises a ValueError
+// naming the op. Use it as the cuda_call of SCALE_LIB_ROUTE_BY_DEVICE.
+#if defined(SCALE_LIB_WITH_TRITON)
+#define SCALE_LIB_TRITON_CALL(cuda_call, op_name) cuda_call
+#else
+#define SCALE_LIB_TRITON_CALL(cuda_call, op_name) \
+  ::scale_lib::detail::ThrowBuiltWithoutTriton(op_name)
+#endif
+
 // [route.begin]
 // Runs `cpu_call` or `cuda_call` by the device of tensor `t`. In a CPU-only build the CUDA call
 // is not compiled in, and a CUDA tensor raises a ValueError instead. `cpu_call` runs in the

@@ -386,6 +386,15 @@ struct CheckedExport<kAbi, kFn> {
   TVM_FFI_UNREACHABLE();
 }
 
+[[noreturn]] inline void ThrowBuiltWithoutTriton(const char* op_name) {
+  TVM_FFI_THROW(ValueError) << op_name
+                            << " has no CUDA kernel in this build of scale_lib: its CUDA kernel is "
+                               "written in Triton, and the library was built without Triton. "
+                               "Rebuild with triton installed in the build environment "
+                               "(SCALE_LIB_TRITON=ON), or pass a CPU tensor";
+  TVM_FFI_UNREACHABLE();
+}
+
 [[noreturn]] inline void ThrowCudaOnly(const char* arg_name) {
   TVM_FFI_THROW(ValueError) << arg_name
                             << " is a CPU tensor, but this op has only a CUDA implementation; "

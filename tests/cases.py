@@ -40,6 +40,13 @@ class OpCase:
         exports: the exported ABI functions of the op and their argument counts.
         hostile_abi: bare-ABI calls ``f(lib, x)`` with bad arguments (``x``: 8 float32 ones)
             that must raise TypeError/ValueError, never crash.
+        x_shape: the shape ``x`` takes for a requested example shape (an op that needs an even
+            last dimension rounds it up); the suites ask for shapes of their own.
+        out_shape: the output's shape for ``x``'s shape.
+        in_place: ``out`` may be ``x`` itself (an output of ``x``'s shape and dtype).
+        triton: the op's CUDA kernel is written in Triton: a build without the Triton kernels
+            (``build_info()["triton"] == ""``) has no CUDA case (test_silu_and_mul.py checks
+            its error).
     """
 
     name: str
@@ -54,16 +61,28 @@ class OpCase:
     jittable: bool = True
     exports: dict[str, int] = field(default_factory=dict)
     hostile_abi: tuple[Callable[[Any, Any], Any], ...] = ()
+    x_shape: Callable[[tuple[int, ...]], tuple[int, ...]] = _same
+    out_shape: Callable[[tuple[int, ...]], tuple[int, ...]] = _same
+    in_place: bool = True
+    triton: bool = False
 
     @property
     def devices(self) -> tuple[str, ...]:
-        """Where the op has kernels (its OpSpec's ``devices``): a CUDA-only op has no CPU case."""
-        return next(spec.devices for spec in OPS if spec.name == self.name)
+        """Where the op has kernels (its OpSpec's ``devices``, less CUDA for a Triton op in a
+        build without the Triton kernels): a CUDA-only op has no CPU case."""
+        devices = next(spec.devices for spec in OPS if spec.name == self.name)
+        if self.triton and not scale_lib.build_info()["triton"]:
+            return tuple(d for d in devices if d != "cuda")
+        return devices
 
     def shapes(self, shape: tuple[int, ...] | None = None) -> dict[str, tuple[int, ...]]:
         """The shape of every array argument when ``x`` has ``shape`` (default: ``self.shape``)."""
-        x_shape = self.shape if shape is None else shape
+        x_shape = self.x_shape(self.shape if shape is None else shape)
         return {name: self.shape_of.get(name, _same)(x_shape) for name in self.arrays}
+
+    def output_shape(self, shape: tuple[int, ...] | None = None) -> tuple[int, ...]:
+        """The output's shape when ``x`` has the example shape ``shape`` (default: ``self.shape``)."""
+        return self.out_shape(self.shapes(shape)[self.arrays[0]])
 
     def numpy_inputs(self, seed: int, shape: tuple[int, ...] | None = None) -> dict[str, np.ndarray]:
         """Float64 random data for every array argument."""

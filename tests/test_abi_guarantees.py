@@ -41,6 +41,7 @@ class Call:
 
 X = ((ROWS, HIDDEN), "float32")
 ROW_VALUES = ((ROWS,), "float64")
+HALF = ((ROWS, HIDDEN // 2), "float32")  # x's shape with the last dimension halved
 CALLS: dict[str, Call] = {
     "scale": Call({"out": X, "x": X}, {"factor": 2.0}),
     "axpby": Call({"out": X, "x": X, "y": X}, {"a": 2.0, "b": -1.0}),
@@ -55,12 +56,15 @@ CALLS: dict[str, Call] = {
     "l2_norm": Call({"out": ((), "float32"), "x": X}, {}),
     "l2_norm_with_workspace": Call({"out": ((), "float32"), "workspace": ((64,), "float64"), "x": X}, {}),
     "flatnonzero": Call({"x": X}, {}),
+    "silu_and_mul": Call({"out": HALF, "x": X}, {}),
+    "silu_and_mul_backward": Call({"grad_x": X, "x": X, "grad": HALF}, {}),
     # Functional forms (include/functional.h): they allocate through the caller's
     # framework, which NumPy does not publish, so here they raise ValueError; PyTorch calls them.
     "scale_new": Call({"x": X}, {"factor": 2.0}),
     "axpby_new": Call({"x": X, "y": X}, {"a": 2.0, "b": -1.0}),
     "rms_norm_new": Call({"x": X, "weight": ((HIDDEN,), "float32")}, {"eps": 1e-6}),
     "l2_norm_new": Call({"x": X}, {}),
+    "silu_and_mul_new": Call({"x": X}, {}),
     "l2_norm_workspace_bytes": Call({}, {"numel": 48, "groups": 1}),
     "build_info": Call({}, {}),
 }

@@ -2,7 +2,7 @@
 """Scaffold a new op of any signature: every file an op touches, as a working op to edit.
 
     python3 tools/new_op.py NAME [--inputs x,y] [--attrs alpha:float,n:int,flag:bool]
-                            [--kind elementwise|rows|custom] [--cuda-only]
+                            [--kind elementwise|rows|custom] [--cuda-only] [--lang cuda|triton]
 
 writes (see docs/adding_an_op.md):
 
@@ -24,6 +24,10 @@ passes its tests as generated. Its math until you change it:
                  (the shared row-wise launchers: one block per row on CUDA)
     custom       out = (x + y + ...) * alpha * ...   (written as plain kernels of its own)
 
+--lang triton (elementwise ops) writes the CUDA kernel in Triton instead (docs/triton.md):
+kernels/triton/NAME.py (the @triton.jit kernel and the specialisations the build compiles) and
+kernels/triton/NAME.cu (its launcher) take the place of kernels/NAME.cu; the CPU twin stays C++.
+
 Integer attributes multiply like floats; a bool attribute negates the result when true.
 """
 
@@ -43,6 +47,9 @@ ROOT = Path(__file__).resolve().parent.parent
 ATTR_TYPES = {"float": "double", "int": "int64_t", "bool": "bool"}
 EXAMPLE_VALUE = {"float": "1.5", "int": "3", "bool": "True"}
 KINDS = ("elementwise", "rows", "custom")
+LANGS = ("cuda", "triton")
+# Triton's signature type of each attribute type, as the launcher passes it (bool as 0/1).
+TRITON_ATTR_TYPES = {"float": "fp64", "int": "i64", "bool": "i32"}
 
 
 @dataclass(frozen=True)
@@ -67,6 +74,7 @@ class Spec:
     attrs: tuple[Attr, ...]
     kind: str
     cuda_only: bool
+    lang: str = "cuda"
 
     # -- names --------------------------------------------------------------------------------
     @property
@@ -178,6 +186,8 @@ struct {s.camel}Fn {{
         checks.append(f"  CHECK_MIN_NDIM({s.inputs[0]}, 1);")
     checks += [f"  CHECK_CONTIGUOUS({n});" for n in (*s.inputs, "out")]
     cpu_decl = "" if s.cuda_only else f"void {s.camel}CPU({s.cpp_params()});\n\n"
+    # A Triton kernel is compiled only when the build has Triton (docs/triton.md).
+    cuda_guard = f"{s.macro}_WITH_TRITON" if s.lang == "triton" else f"{s.macro}_WITH_CUDA"
     includes = "\n".join(x for x in ("#include <cmath>\n#include <cstdint>\n", include) if x)
     return f"""// SPDX-License-Identifier: Apache-2.0
 // {s.op}: {s.formula} (scaffolded by tools/new_op.py: describe what {s.op} computes).
@@ -201,7 +211,7 @@ inline void Check{s.camel}Args({tensor_refs}) {{
 {chr(10).join(checks)}
 }}
 
-{cpu_decl}#if defined({s.macro}_WITH_CUDA)
+{cpu_decl}#if defined({cuda_guard})
 void {s.camel}CUDA({s.cpp_params()});
 #endif
 
@@ -314,6 +324,154 @@ void {s.camel}CUDA({s.cpp_params()}) {{
 """
 
 
+def triton_source(s: Spec) -> str:
+    """kernels/triton/NAME.py: the kernel, and the specialisations the build compiles."""
+    pointers = ["out_ptr", *(f"{n}_ptr" for n in s.inputs)]
+    params = ", ".join(
+        [*pointers, *(a.name for a in s.attrs), "n", "BLOCK: tl.constexpr", "COMPUTE: tl.constexpr"]
+    )
+    loads = "".join(f"        {n} = tl.load({n}_ptr + offsets, mask=mask).to(COMPUTE)\n" for n in s.inputs)
+    value = " + ".join(s.inputs)
+    value = f"({value})" if len(s.inputs) > 1 else value
+    factors = [f"{a.name}.to(COMPUTE)" for a in s.attrs if a.type != "bool"]
+    expr = " * ".join([value, *factors])
+    flips = "".join(
+        f"        out = tl.where({a.name} != 0, -out, out)\n" for a in s.attrs if a.type == "bool"
+    )
+    signature = ", ".join(
+        [
+            *(f'"{p}": f"*{{short}}"' for p in pointers),
+            *(f'"{a.name}": "{TRITON_ATTR_TYPES[a.type]}"' for a in s.attrs),
+            '"n": "i64"',
+        ]
+    )
+    aligned = ", ".join(f'"{p}"' for p in [*pointers, "n"])
+    return f'''# SPDX-License-Identifier: Apache-2.0
+"""{s.op} in Triton (scaffolded by tools/new_op.py): {s.formula}, elementwise.
+
+Compiled ahead of time by the build (tools/triton_aot.py) for every CUDA architecture of the build
+plus PTX, into the library: no Triton at run time. Its launcher is kernels/triton/{s.op}.cu; the
+CPU twin is kernels/{s.op}_cpu.cc, with the same math in kernels/{s.op}.h. See docs/triton.md.
+"""
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def {s.op}_kernel({params}):
+    # One block of BLOCK elements per program, in a grid-stride loop; 64-bit offsets.
+    start = tl.program_id(0).to(tl.int64) * BLOCK
+    step = tl.num_programs(0).to(tl.int64) * BLOCK
+    for block in range(start, n, step):
+        offsets = block + tl.arange(0, BLOCK)
+        mask = offsets < n
+{loads}        # TODO(author): {s.op}'s math, in COMPUTE (float32; float64 for float64 inputs), the
+        # same as {s.camel}Fn in kernels/{s.op}.h (the CPU twin).
+        out = {expr}
+{flips}        tl.store(out_ptr + offsets, out.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+# What the build compiles: one entry point per dtype and layout ("aligned": every pointer 16-byte
+# aligned and n a multiple of 16, for wide loads; "any": every call). The launcher picks one.
+BLOCK = 1024
+DTYPES = {{"float16": "fp16", "bfloat16": "bf16", "float32": "fp32", "float64": "fp64"}}
+
+
+def _specializations():
+    for dtype, short in DTYPES.items():
+        compute = tl.float64 if dtype == "float64" else tl.float32
+        for layout, aligned in (("aligned", True), ("any", False)):
+            yield f"{s.op}_{{dtype}}_{{layout}}", {{
+                "kernel": {s.op}_kernel,
+                "signature": {{{signature}}},
+                "constexprs": {{"BLOCK": BLOCK, "COMPUTE": compute}},
+                "multiple_of_16": ({aligned}) if aligned else (),
+                "num_warps": 4,
+            }}
+
+
+SPECIALIZATIONS = dict(_specializations())
+'''
+
+
+def triton_launcher(s: Spec) -> str:
+    """kernels/triton/NAME.cu: validate, device guard, stream, pick the entry point, launch."""
+    x = s.inputs[0]
+    pointers = ["out", *s.inputs]
+    ptr_decls = "".join(f"    void* {n}_ptr = DataPtr<T>({n});\n" for n in pointers)
+    scalar_decls = "".join(
+        f"    const int32_t {a.name}_arg = {a.name} ? 1 : 0;\n" for a in s.attrs if a.type == "bool"
+    )
+    args = (
+        [f"{n}_ptr" for n in pointers]
+        + [f"{a.name}_arg" if a.type == "bool" else a.name for a in s.attrs]
+        + ["n"]
+    )
+    aligned = " && ".join(f"gpu::IsAligned({n}_ptr, 16)" for n in pointers)
+    return f"""// SPDX-License-Identifier: Apache-2.0
+// CUDA {s.op}: the Triton kernel of {s.op}.py (scaffolded by tools/new_op.py), compiled ahead of
+// time and embedded by the build ({s.op}_triton.h is generated), launched on the caller's stream
+// by the shared Triton launcher (include/triton_launcher.h). Compiled only when the build has
+// Triton; the CPU twin is kernels/{s.op}_cpu.cc.
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+#include "cuda_float.cuh"
+#include "{s.op}.h"
+#include "{s.op}_triton.h"
+#include "triton_launcher.h"
+
+namespace {s.lib} {{
+namespace {{
+
+constexpr int64_t kBlock = 1024;          // BLOCK in {s.op}.py
+constexpr int64_t kMaxPrograms = 65536;   // the kernel loops over the rest
+
+template <typename T>
+constexpr const char* DTypeName() {{
+  if constexpr (std::is_same_v<T, float16_t>) return "float16";
+  if constexpr (std::is_same_v<T, bfloat16_t>) return "bfloat16";
+  if constexpr (std::is_same_v<T, float>) return "float32";
+  if constexpr (std::is_same_v<T, double>) return "float64";
+}}
+
+// The entry point {s.op}_<dtype>_<layout>, loaded once per process.
+template <typename T>
+TritonKernel Load(const char* layout) {{
+  const std::string entry = std::string("{s.op}_") + DTypeName<T>() + "_" + layout;
+  return TritonKernel(FindTritonKernel(k{s.camel}TritonKernels, entry));
+}}
+
+template <typename T>
+const TritonKernel& Kernel(bool aligned) {{
+  static const TritonKernel kernels[] = {{Load<T>("any"), Load<T>("aligned")}};
+  return kernels[aligned];
+}}
+
+}}  // namespace
+
+void {s.camel}CUDA({s.cpp_params()}) {{
+  Check{s.camel}Args({", ".join(("out", *s.inputs))});  // 1. validate
+  const int64_t n = {x}.numel();
+  if (n == 0) return;
+  ffi::CUDADeviceGuard guard({x}.device().device_id);  // 2. device guard
+  cudaStream_t stream = GetCudaStream({x}.device());   // 3. stream
+  DispatchFloating({x}.dtype(), "{x}", [&](auto tag) {{  // 4. dtype dispatch + launch
+    using T = typename decltype(tag)::type;
+{ptr_decls}{scalar_decls}    const bool aligned = n % 16 == 0 && {aligned};
+    const tvm::ffi::dim3 grid(static_cast<unsigned>(std::min((n + kBlock - 1) / kBlock, kMaxPrograms)));
+    // The kernel's arguments in its order; 5. the launcher checks the launch.
+    Kernel<T>(aligned).Launch(grid, {x}.device(), stream, {", ".join(args)});
+  }});
+}}
+
+}}  // namespace {s.lib}
+"""
+
+
 def cpu_source(s: Spec) -> str:
     x = s.inputs[0]
     if s.kind == "custom":
@@ -331,6 +489,7 @@ def cpu_source(s: Spec) -> str:
             tuple(Attr(a.name if a.type == "bool" else f"{a.name}_c", a.type) for a in s.attrs),
             s.kind,
             s.cuda_only,
+            s.lang,
         )
         return f"""// SPDX-License-Identifier: Apache-2.0
 // CPU twin of kernels/{s.op}.cu: a loop of its own.
@@ -389,10 +548,13 @@ void {s.camel}CPU({s.cpp_params()}) {{
 
 def binding(s: Spec) -> str:
     x, args = s.inputs[0], s.cpp_args()
+    cuda_call = f"{s.camel}CUDA({args})"
+    if s.lang == "triton":  # a ValueError naming the op in a build without Triton
+        cuda_call = f'{s.macro}_TRITON_CALL({cuda_call}, "{s.op}")'
     if s.cuda_only:
-        route = f"{s.macro}_ROUTE_CUDA_ONLY({x}, {s.camel}CUDA({args}));"
+        route = f"{s.macro}_ROUTE_CUDA_ONLY({x}, {cuda_call});"
     else:
-        route = f"{s.macro}_ROUTE_BY_DEVICE({x}, {s.camel}CPU({args}), {s.camel}CUDA({args}));"
+        route = f"{s.macro}_ROUTE_BY_DEVICE({x}, {s.camel}CPU({args}), {cuda_call});"
     in_place = ", ".join(f"out={n}" for n in s.inputs)
     params = s.cpp_params()
     if s.cuda_only:  # a CPU-only build compiles no CUDA call: only the routed tensor is used there
@@ -563,13 +725,19 @@ def add_readme_row(readme: Path, s: Spec) -> None:
         "custom": "an op with kernels of its own",
     }
     where = " (CUDA only)" if s.cuda_only else ""
+    where += ", in Triton" if s.lang == "triton" else ""
     row = f"| `{s.op}({signature})` | `{s.formula}` | {pattern[s.kind]}{where} (scaffolded) |\n"
     at = table_rows[-1].end()
     readme.write_text(head + sep + rest[:at] + row + rest[at:])
 
 
 def docs_page(s: Spec) -> str:
-    files = [f"kernels/{s.op}.h", f"kernels/{s.op}.cu"] + ([] if s.cuda_only else [f"kernels/{s.op}_cpu.cc"])
+    cuda_files = (
+        [f"kernels/triton/{s.op}.py", f"kernels/triton/{s.op}.cu"]
+        if s.lang == "triton"
+        else [f"kernels/{s.op}.cu"]
+    )
+    files = [f"kernels/{s.op}.h", *cuda_files] + ([] if s.cuda_only else [f"kernels/{s.op}_cpu.cc"])
     where = {
         "elementwise": f"the function object `{s.camel}Fn` in `kernels/{s.op}.h`, run by the shared "
         "elementwise launchers",
@@ -578,11 +746,22 @@ def docs_page(s: Spec) -> str:
         "custom": f"its own kernels in {', '.join(f'`{f}`' for f in files[1:])}",
     }[s.kind]
     devices = "CUDA GPUs only: a CPU array is a `ValueError`" if s.cuda_only else "the CPU and CUDA GPUs"
+    triton = (
+        "\nIts CUDA kernel is written in Triton, compiled ahead of time into the library (see\n"
+        "[Writing a kernel in Triton](../triton.md)); the CPU kernel is its C++ twin.\n"
+        if s.lang == "triton"
+        else ""
+    )
+    if s.lang == "triton":
+        where = (
+            f"`{s.op}_kernel` in `kernels/triton/{s.op}.py` (CUDA) and `{s.camel}Fn` in "
+            f"`kernels/{s.op}.h` (CPU)"
+        )
     return f"""# `{s.op}`
 
 `{s.lib}.{s.op}` computes `{s.formula}` (scaffolded: say what it computes and the pattern it
 shows), on {devices}.
-
+{triton}
 The math is {where}; the sources are {", ".join(f"`{f}`" for f in files)} and
 `bindings/{s.op}_binding.cc`, the declaration is its section of `python/{s.lib}/ops.py`, and its
 tests are `tests/test_{s.op}.py`.
@@ -619,6 +798,11 @@ def test_file(s: Spec) -> str:
         f"    np.testing.assert_array_equal(backend.to_numpy({x}), {x}64)\n" for x in s.inputs
     )
     min_dims = 1 if s.kind == "rows" else 0
+    case_extra = "".join(
+        f"\n    {line}"
+        for line, wanted in (("reduction=True,", s.kind == "rows"), ("triton=True,", s.lang == "triton"))
+        if wanted
+    )
     cpu_only_tests = ""
     if s.cuda_only:
         cpu_only_tests = f"""
@@ -688,7 +872,7 @@ CASE = OpCase(
     ({inputs_tuple}),
     lambda {lam}, out=None: {s.lib}.{s.op}({lam}{attr_args}, out=out),
     reference=lambda {lam}: reference({lam}{attr_args}),
-    exports={{"{s.op}": {len(s.abi_names)}}},{chr(10) + "    reduction=True," if s.kind == "rows" else ""}
+    exports={{"{s.op}": {len(s.abi_names)}}},{case_extra}
 )
 
 
@@ -942,6 +1126,12 @@ def parse(argv: list[str]) -> tuple[Spec, bool]:
         "--kind", choices=KINDS, default="elementwise", help="its pattern (default: elementwise)"
     )
     parser.add_argument("--cuda-only", action="store_true", help="a CUDA implementation only (no CPU twin)")
+    parser.add_argument(
+        "--lang",
+        choices=LANGS,
+        default="cuda",
+        help="the CUDA kernel's language (default: cuda; triton: elementwise only)",
+    )
     parser.add_argument("--no-format", action="store_true", help="do not run clang-format and ruff format")
     args = parser.parse_args(argv)
     inputs = tuple(_identifier(n.strip(), "input") for n in args.inputs.split(",") if n.strip())
@@ -956,7 +1146,9 @@ def parse(argv: list[str]) -> tuple[Spec, bool]:
         sys.exit(f"error: inputs and attributes need distinct names other than 'out'; got {names[:-1]}")
     library = library_name()
     op = _op_name(args.name, library)
-    return Spec(op, library, inputs, tuple(attrs), args.kind, args.cuda_only), not args.no_format
+    if args.lang == "triton" and args.kind != "elementwise":
+        sys.exit("error: --lang triton scaffolds elementwise ops; write other patterns from docs/triton.md")
+    return Spec(op, library, inputs, tuple(attrs), args.kind, args.cuda_only, args.lang), not args.no_format
 
 
 def _formatter(name: str) -> str | None:
@@ -978,9 +1170,14 @@ def format_files(paths: list[Path]) -> None:
 
 def main(argv: list[str]) -> int:
     s, run_formatters = parse(argv)
+    cuda_files = (
+        {f"kernels/triton/{s.op}.py": triton_source(s), f"kernels/triton/{s.op}.cu": triton_launcher(s)}
+        if s.lang == "triton"
+        else {f"kernels/{s.op}.cu": cuda_source(s)}
+    )
     created = {
         f"kernels/{s.op}.h": header(s),
-        f"kernels/{s.op}.cu": cuda_source(s),
+        **cuda_files,
         f"bindings/{s.op}_binding.cc": binding(s),
         f"tests/test_{s.op}.py": test_file(s),
         f"docs/kernels/{s.op}.md": docs_page(s),
@@ -993,6 +1190,7 @@ def main(argv: list[str]) -> int:
     if existing or f"# ===== op: {s.op} =====" in ops_py.read_text():
         sys.exit(f"error: {s.op} exists already ({', '.join(existing) or 'ops.py'})")
     for path, text in created.items():
+        (ROOT / path).parent.mkdir(parents=True, exist_ok=True)
         (ROOT / path).write_text(text)
     add_to_ops(ops_py, s)
     add_to_init(package / "__init__.py", s.op)

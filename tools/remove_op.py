@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Remove an op everywhere it lives: python3 tools/remove_op.py NAME [--dry-run]
 
-Deletes the op's own files (kernels/NAME*, kernels/cubin/NAME*, bindings/NAME_binding.cc,
-tests/test_NAME.py, docs/kernels/NAME.md, benchmarks/bench_NAME.py and report_NAME.py, measured
-results docs/_static/perf/*/NAME.*), its section of python/scale_lib/ops.py (from its
+Deletes the op's own files (kernels/NAME*, kernels/cubin/NAME*, kernels/triton/NAME*,
+bindings/NAME_binding.cc, tests/test_NAME.py, docs/kernels/NAME.md, benchmarks/bench_NAME.py and
+report_NAME.py, measured results docs/_static/perf/*/NAME.*), its section of python/scale_lib/ops.py (from its
 ``# ===== op: NAME =====`` line to the next op's), its export from the package's __init__.py and
 its row of the README's op table. Everything else (the suites that run every op, the API docs,
 the benchmark report, the sanitizer list, the workflows) follows the declared ops by itself.
@@ -37,6 +37,8 @@ def own_files(name: str) -> list[Path]:
         f"kernels/{name}_*",
         f"kernels/cubin/{name}.*",
         f"kernels/cubin/{name}_*",
+        f"kernels/triton/{name}.*",
+        f"kernels/triton/{name}_*",
         f"bindings/{name}_binding.cc",
         f"tests/test_{name}.py",
         f"docs/kernels/{name}.md",

@@ -12,7 +12,7 @@ from typing import Any
 
 from ._lib import BUILD_INFO, LIB
 from ._namespace import array_namespace
-from .ops import axpby, flatnonzero, l2_norm, rms_norm, scale
+from .ops import axpby, flatnonzero, l2_norm, rms_norm, scale, silu_and_mul
 
 __version__ = "0.1.0"
 
@@ -41,4 +41,5 @@ __all__ = [
     "lib",
     "rms_norm",
     "scale",
+    "silu_and_mul",
 ]

@@ -112,6 +112,10 @@ def main() -> int:
     print(f"scale_lib {scale_lib.__version__}: {cuda}")
     if info["cuda"]:
         print("\n".join(_driver_lines(info)))
+        triton = (
+            f"compiled by Triton {info['triton']}" if info["triton"] else "not built (no CUDA for their ops)"
+        )
+        print(f"  Triton kernels: {triton}")
     print(
         f"  TVM-FFI: compiled against {info['tvm_ffi_compiled']}, loaded {info['tvm_ffi_runtime']} "
         f"(apache-tvm-ffi {tvm_ffi.__version__})"

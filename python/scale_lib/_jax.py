@@ -347,9 +347,10 @@ def _once_differentiable(op: Op, primal: Callable[..., Any], n: int) -> Callable
 # "rows"         The last dimension of the first input x stays whole (a sharded one is
 #                gathered); every leading dimension is a batch of rows and may be sharded.
 #                Per-feature inputs (Sharding.per_feature: a weight) have the shape of the last
-#                dimension; every other input has x's leading dimensions. An output that drops
-#                a leading dimension is a sum over it: each device sums its rows and the partial
-#                sums are added (psum).
+#                dimension; every other input, and the output, has x's leading dimensions and
+#                x's last dimension or one of its own (Sharding.own_last), whole. An output that
+#                drops a leading dimension is a sum over it: each device sums its rows and the
+#                partial sums are added (psum).
 # "reduction"    One value from the whole array (l2_norm): each device reduces its shard and
 #                the local norms are combined (sqrt(psum(norm**2))). 16-bit inputs are gathered
 #                first: their squared norms overflow easily.
@@ -548,15 +549,28 @@ def _rule(op: Op, batch_ndim: int, inputs: Sequence[Any]) -> _Rule | None:
         return None
     if sharding.kind == "rows":
         ins = []
-        for feature, t, tag in zip(sharding.per_feature, inputs, tags, strict=True):
-            own = dims[-1:] if feature else dims[: t.ndim - batch_ndim]
+        whole = dims[-1:]
+        for feature, own_last, t, tag in zip(
+            sharding.per_feature, sharding.own_last, inputs, tags, strict=True
+        ):
+            if feature:
+                own = dims[-1:]
+            elif own_last:  # x's leading dimensions and a last one of its own, used whole
+                own = (*dims[:-1], f"{tag}_last")
+                whole += own[-1:]
+            else:
+                own = dims[: t.ndim - batch_ndim]
             ins.append(batch_factors(t, tag) + own)
         kept = sharding.output_dims(ndim)
-        if None in kept:
+        if kept[:-1] == list(range(ndim - 1)) and kept[-1] is None:
+            out = (*dims[:-1], "out_last")  # a last dimension of its own, whole: (..., d)
+            whole += out[-1:]
+        elif None in kept:
             return None  # an output dimension that is not one of x's: no rule (replicated)
-        out = tuple(dims[d] for d in kept if d is not None)
+        else:
+            out = tuple(dims[d] for d in kept if d is not None)
         reduced = tuple(f for f in dims[:-1] if f not in out)  # rows summed over
-        return _Rule(ins, batch_out + out, dims[-1:], reduced, "sum")
+        return _Rule(ins, batch_out + out, whole, reduced, "sum")
     # "reduction": float32/float64 reduce their shards; 16-bit inputs are gathered.
     ins = [batch_factors(x, "i0") + dims]
     if str(x.dtype) in ("float32", "float64"):

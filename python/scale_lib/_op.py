@@ -107,6 +107,9 @@ class Op:
             raise TypeError(f"{first_spec.name} has unsupported dtype {dtype}; expected one of {expected}")
         _check_ndim(first_spec.name, first, first_spec.min_ndim)
         shape = tuple(first.shape)
+        for spec, t in zip(self.spec.inputs, inputs, strict=True):
+            if spec.check is not None and t is not None:
+                spec.check(tuple(t.shape))
         for spec, t in zip(self.spec.inputs[1:], inputs[1:], strict=True):
             if t is None:
                 if not spec.optional:
@@ -320,8 +323,10 @@ class Sharding:
 
     ``per_feature[i]``: input ``i`` holds one value per feature, the last dimension of the first
     input (its declared ``shape`` rule gives that dimension: a weight, a bias); every other input
-    has the first input's shape or (``"rows"`` ops) its leading dimensions. Shape rules are
-    probed with distinct sizes, so a new op's rules come from its declaration alone.
+    has the first input's shape or (``"rows"`` ops) its leading dimensions. ``own_last[i]``
+    (``"rows"`` ops): input ``i`` has the first input's leading dimensions and a last dimension
+    of its own size (``(..., d)`` beside ``(..., 2d)``), also used whole. Shape rules are probed
+    with distinct sizes, so a new op's rules come from its declaration alone.
     """
 
     def __init__(self, spec: OpSpec) -> None:
@@ -333,20 +338,24 @@ class Sharding:
         self.kind = spec.sharding
         self.linear = spec.linear
         probe = _probe_shape(3)
-        per_feature = []
+        per_feature, own_last = [], []
         for i in spec.inputs[1:]:
             shape = probe if i.shape is None else tuple(i.shape(probe))
             if self.kind == "elementwise" and shape != probe:
                 raise ValueError(
                     f"{spec.name}: an elementwise op's input {i.name} must have the first input's shape"
                 )
-            if self.kind == "rows" and shape not in (probe, probe[:-1], probe[-1:]):
+            own = len(shape) == len(probe) and shape[:-1] == probe[:-1] and shape != probe
+            if self.kind == "rows" and shape not in (probe, probe[:-1], probe[-1:]) and not own:
                 raise ValueError(
                     f"{spec.name}: a rows op's input {i.name} must have the first input's shape, its "
-                    "leading dimensions or its last dimension"
+                    "leading dimensions, its last dimension, or its leading dimensions and a last "
+                    "dimension of its own"
                 )
             per_feature.append(shape == probe[-1:])
+            own_last.append(own)
         self.per_feature = (False, *per_feature)
+        self.own_last = (False, *own_last)
 
     def output_dims(self, ndim: int) -> list[int | None]:
         """For each output dimension, the dimension of the first input (of ``ndim`` dimensions)

@@ -34,6 +34,10 @@ class Input:
     ones evenly spaced rows, as ``x[:, :hidden]``); otherwise it must be contiguous. Like the
     other rules, checked in Python only for abstract arrays.
 
+    ``check``: a further rule on the array's shape that the kernel enforces (``x``'s last
+    dimension even, say): raises ``ValueError`` with the library's message. Like the rules
+    above, called only for abstract arrays.
+
     ``optional`` inputs may be ``None`` (``ffi::Optional`` at the ABI). XLA calls have no
     absent buffer, so for JAX an absent optional input becomes ``jax_stand_in(first_input)``: a
     value with the same effect (ones for a weight).
@@ -47,6 +51,7 @@ class Input:
     min_ndim: int = 0
     rows: bool = False
     jax_stand_in: Callable[[Any], Any] | None = None
+    check: Callable[[Shape], None] | None = None
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,87 @@
+// SPDX-License-Identifier: Apache-2.0
+// silu_and_mul: the SwiGLU gate. x of shape (..., 2d) gives out[..., i] = silu(x[..., i]) *
+// x[..., d + i], of shape (..., d); silu(a) = a / (1 + exp(-a)). The CUDA kernels are written in
+// Triton (kernels/triton/silu_and_mul.py, launched by kernels/triton/silu_and_mul.cu); the CPU
+// twin is silu_and_mul_cpu.cc. Both compute in float32 (float64 for float64).
+#ifndef SCALE_LIB_KERNELS_SILU_AND_MUL_H_
+#define SCALE_LIB_KERNELS_SILU_AND_MUL_H_
+
+#include <cmath>
+#include <cstdint>
+
+#include "tvm_ffi_utils.h"
+
+namespace scale_lib {
+
+// The math, in the compute type C (the Triton kernels write the same expressions).
+template <typename C>
+C SiluGate(C a, C b) {
+  return a / (C(1) + std::exp(-a)) * b;
+}
+
+// The gradients of silu(a) * b for the output's gradient g: d/da = g * b * s * (1 + a * (1 - s))
+// with s = sigmoid(a), d/db = g * silu(a).
+template <typename C>
+void SiluGateGrad(C g, C a, C b, C* grad_a, C* grad_b) {
+  const C s = C(1) / (C(1) + std::exp(-a));
+  *grad_a = g * b * s * (C(1) + a * (C(1) - s));
+  *grad_b = g * a * s;
+}
+
+// x (..., 2d) as rows: `rows` rows of 2 * `d` elements.
+struct GateRows {
+  int64_t rows;
+  int64_t d;
+};
+
+inline GateRows CheckSiluAndMulInput(const ffi::TensorView& x) {
+  CHECK_FLOATING(x);
+  CHECK_MIN_NDIM(x, 1);
+  CHECK_CONTIGUOUS(x);
+  const int64_t width = x.size(x.ndim() - 1);
+  SCALE_LIB_CHECK(width % 2 == 0, ValueError)
+      << "x's last dimension must be even (the two halves of the gate); got shape "
+      << detail::ShapeString(x);
+  return GateRows{width == 0 ? 0 : x.numel() / width, width / 2};
+}
+
+// `t` has x's shape with the last dimension halved, x's dtype and device, and is contiguous.
+#define SCALE_LIB_CHECK_HALF_OF(t, x)                                                          \
+  do {                                                                                         \
+    CHECK_SAME_DTYPE(t, x);                                                                    \
+    CHECK_SAME_DEVICE(t, x);                                                                   \
+    bool same_ = (t).ndim() == (x).ndim();                                                     \
+    for (int i_ = 0; same_ && i_ + 1 < (x).ndim(); ++i_) same_ = (t).size(i_) == (x).size(i_); \
+    same_ = same_ && 2 * (t).size((t).ndim() - 1) == (x).size((x).ndim() - 1);                 \
+    SCALE_LIB_CHECK(same_, ValueError)                                                         \
+        << #t " must have x's shape with the last dimension halved; got " #t " shape "         \
+        << detail::ShapeString(t) << " for x shape " << detail::ShapeString(x);                \
+    CHECK_CONTIGUOUS(t);                                                                       \
+  } while (0)
+
+inline GateRows CheckSiluAndMulArgs(const ffi::TensorView& out, const ffi::TensorView& x) {
+  const GateRows rows = CheckSiluAndMulInput(x);
+  SCALE_LIB_CHECK_HALF_OF(out, x);
+  return rows;
+}
+
+inline GateRows CheckSiluAndMulBackwardArgs(const ffi::TensorView& grad_x, const ffi::TensorView& x,
+                                            const ffi::TensorView& grad) {
+  const GateRows rows = CheckSiluAndMulInput(x);
+  SCALE_LIB_CHECK_HALF_OF(grad, x);
+  CHECK_LIKE(grad_x, x);
+  CHECK_CONTIGUOUS(grad_x);
+  return rows;
+}
+
+void SiluAndMulCPU(ffi::TensorView out, ffi::TensorView x);
+void SiluAndMulBackwardCPU(ffi::TensorView grad_x, ffi::TensorView x, ffi::TensorView grad);
+
+#if defined(SCALE_LIB_WITH_TRITON)
+void SiluAndMulCUDA(ffi::TensorView out, ffi::TensorView x);
+void SiluAndMulBackwardCUDA(ffi::TensorView grad_x, ffi::TensorView x, ffi::TensorView grad);
+#endif
+
+}  // namespace scale_lib
+
+#endif  // SCALE_LIB_KERNELS_SILU_AND_MUL_H_

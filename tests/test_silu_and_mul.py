@@ -1,0 +1,286 @@
+"""silu_and_mul (the Triton op) across frameworks x devices x dtypes x shapes, its gradients,
+its errors, and the Triton build: no Triton at run time, a clear error without its kernels."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+from backends import (
+    DTYPES,
+    JAX_BACKENDS,
+    MUTABLE_BACKENDS,
+    Backend,
+    backend_out_params,
+    backend_params,
+    check_native,
+    shape_id,
+)
+from cases import OpCase
+from hypothesis import given
+from hypothesis import strategies as st
+from properties import PROFILE_SETTINGS, _dtypes_for, float_arrays, shapes
+from reference import assert_close, random_data
+
+import scale_lib
+
+
+# The float64 references, in one place.
+def reference(x: np.ndarray) -> np.ndarray:
+    d = x.shape[-1] // 2
+    a, b = x[..., :d].astype(np.float64), x[..., d:].astype(np.float64)
+    with np.errstate(over="ignore"):  # exp(-a) is inf for a << 0: silu(a) is -0.0
+        return a / (1.0 + np.exp(-a)) * b
+
+
+def grad_reference(x: np.ndarray, grad: np.ndarray) -> np.ndarray:
+    d = x.shape[-1] // 2
+    a, b, g = x[..., :d].astype(np.float64), x[..., d:].astype(np.float64), grad.astype(np.float64)
+    s = 1.0 / (1.0 + np.exp(-a))
+    return np.concatenate([g * b * s * (1.0 + a * (1.0 - s)), g * a * s], axis=-1)
+
+
+def halved(shape: tuple[int, ...]) -> tuple[int, ...]:
+    return (*shape[:-1], shape[-1] // 2)
+
+
+# The example call the cross-cutting suites (bad input, threads, lifetimes, the ABI) make.
+CASE = OpCase(
+    "silu_and_mul",
+    ("x",),
+    lambda x, out=None: scale_lib.silu_and_mul(x, out=out),
+    reference=reference,
+    shape=(6, 8),
+    x_shape=lambda shape: (*shape[:-1], shape[-1] + shape[-1] % 2) if shape else shape,
+    out_shape=halved,
+    in_place=False,
+    # exp, a division and two products before the final rounding
+    reduction=True,
+    exports={"silu_and_mul": 2, "silu_and_mul_new": 1, "silu_and_mul_backward": 3},
+    hostile_abi=(
+        "lib.silu_and_mul(x[:3], x[:7])",  # odd last dimension
+        "lib.silu_and_mul(x, x)",  # out not halved
+        "lib.silu_and_mul_backward(x[:6], x[:6], x[:2])",  # grad of the wrong shape
+    ),
+    triton=True,
+)
+
+# 1-D; one pair; d not a multiple of 16 (the general entry point); d a multiple of 16 (the
+# aligned one); d across several 1024-column blocks with a tail; N-d; no rows; more rows than
+# the grid's 65535 (the kernel's row loop).
+SHAPES = [(2,), (1, 2), (3, 30), (4, 2048), (3, 2 * 2500), (2, 3, 64), (0, 8), (70000, 4)]
+NAN = float("nan")
+
+
+# [silu_and_mul_matrix.begin]
+@pytest.mark.parametrize("shape", SHAPES, ids=shape_id)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(("backend", "out_mode"), backend_out_params(), indirect=["backend"])
+def test_silu_and_mul_matches_reference(backend: Backend, out_mode: str, dtype: str, shape) -> None:
+    x = backend.asarray(random_data(shape, seed=sum(shape) + 5), dtype)
+    x64 = backend.to_numpy(x)
+    if out_mode == "out":
+        buffer, out = backend.guarded_out(halved(shape), dtype, sentinel=NAN)
+        assert backend.run(scale_lib.silu_and_mul, x, out=out) is out
+        guards = backend.to_numpy(buffer)
+        assert np.isnan(guards[:16]).all() and np.isnan(guards[-16:]).all(), "stray write"
+        result = out
+    else:
+        result = backend.run(scale_lib.silu_and_mul, x)
+        check_native(backend, result, dtype, halved(shape))
+    assert_close(backend.to_numpy(result), reference(x64), dtype, reduction=True)
+    np.testing.assert_array_equal(backend.to_numpy(x), x64)
+
+
+# [silu_and_mul_matrix.end]
+
+
+@pytest.mark.parametrize("d", [16, 24, 1024])
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+@pytest.mark.parametrize("backend", MUTABLE_BACKENDS, indirect=True)
+def test_every_offset(backend: Backend, dtype: str, d: int) -> None:
+    # x and out at every element offset of a sentinel-filled buffer: the aligned entry point
+    # only where the pointers allow it, no write outside out.
+    rows = 3
+    for offset in range(9):
+        flat = backend.asarray(random_data((offset + rows * 2 * d,), seed=offset), dtype)
+        x = flat[offset:].reshape(rows, 2 * d)
+        buffer = backend.asarray(np.full(offset + rows * d + 16, NAN), dtype)
+        out = buffer[offset : offset + rows * d].reshape(rows, d)
+        scale_lib.silu_and_mul(x, out=out)
+        got = backend.to_numpy(buffer)
+        assert np.isnan(got[:offset]).all() and np.isnan(got[offset + rows * d :]).all(), offset
+        assert_close(backend.to_numpy(out), reference(backend.to_numpy(x)), dtype, reduction=True)
+
+
+@pytest.mark.parametrize("backend", MUTABLE_BACKENDS, indirect=True)
+def test_extreme_values(backend: Backend) -> None:
+    # silu(a) for a << 0: exp(-a) overflows to inf and a / inf is -0.0, not NaN; NaN propagates.
+    x = backend.asarray(np.array([[-1e4, -100.0, 0.0, 100.0, 2.0, 3.0, -1.0, NAN]]), "float32")
+    got = backend.to_numpy(scale_lib.silu_and_mul(x))
+    assert not np.isnan(got[0, :3]).any() and np.isnan(got[0, 3])
+    assert_close(got, reference(backend.to_numpy(x)), "float32", reduction=True)
+
+
+# -- errors -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("backend", backend_params(), indirect=True)
+def test_refuses_odd_or_missing_gate(backend: Backend) -> None:
+    for shape in [(3, 5), (7,)]:
+        x = backend.asarray(random_data(shape, seed=1), "float32")
+        with pytest.raises(ValueError, match=r"x's last dimension must be even .* got shape"):
+            backend.run(scale_lib.silu_and_mul, x)
+    x = backend.asarray(np.float32(1.0), "float32")
+    with pytest.raises(ValueError, match=r"x must have at least 1 dimension"):
+        backend.run(scale_lib.silu_and_mul, x)
+
+
+@pytest.mark.parametrize("backend", MUTABLE_BACKENDS, indirect=True)
+def test_refuses_wrong_out(backend: Backend) -> None:
+    x = backend.asarray(random_data((4, 8), seed=1), "float32")
+    with pytest.raises(ValueError, match=r"out must have x's shape with the last dimension halved"):
+        scale_lib.silu_and_mul(x, out=backend.asarray(np.zeros((4, 8)), "float32"))
+    with pytest.raises(TypeError, match=r"out and x must have the same dtype"):
+        scale_lib.silu_and_mul(x, out=backend.asarray(np.zeros((4, 4)), "float64"))
+
+
+# -- gradients --------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "backend", [p for p in backend_params() if p.values[0].framework == "torch"], indirect=True
+)
+def test_torch_gradcheck(backend: Backend) -> None:
+    torch = backend.mod
+    x = backend.asarray(random_data((3, 5, 14), seed=4), "float64").requires_grad_()
+    assert torch.autograd.gradcheck(scale_lib.silu_and_mul, (x,))
+    torch.library.opcheck(torch.ops.scale_lib.silu_and_mul.default, (x,))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize(
+    "backend",
+    [p for p in backend_params() if p.values[0].framework in ("torch", "jax", "paddle")],
+    indirect=True,
+)
+def test_gradients_match_reference(backend: Backend, dtype: str) -> None:
+    x_np, g_np = random_data((4, 3, 320), 8), random_data((4, 3, 160), 10)
+    x, g = backend.asarray(x_np, dtype), backend.asarray(g_np, dtype)
+    if backend.framework == "jax":
+        import jax
+
+        gx = jax.grad(lambda a: (scale_lib.silu_and_mul(a) * g).sum())(x)
+    elif backend.framework == "torch":
+        x.requires_grad_()
+        (scale_lib.silu_and_mul(x) * g).sum().backward()
+        gx = x.grad
+    else:
+        x.stop_gradient = False
+        (scale_lib.silu_and_mul(x) * g).sum().backward()
+        gx = x.grad
+    assert_close(
+        backend.to_numpy(gx), grad_reference(backend.to_numpy(x), backend.to_numpy(g)), dtype, reduction=True
+    )
+
+
+@pytest.mark.parametrize(
+    "backend", [p for p in JAX_BACKENDS if p.values[0].framework == "jax"], indirect=True
+)
+def test_jax_vmap(backend: Backend) -> None:
+    import jax
+
+    xs = backend.asarray(random_data((5, 4, 96), 11), "float64")
+    batched = jax.vmap(scale_lib.silu_and_mul)(xs)
+    assert_close(np.asarray(batched), reference(np.asarray(xs)), "float64", reduction=True)
+    hlo = jax.jit(jax.vmap(scale_lib.silu_and_mul)).lower(xs).as_text()
+    assert hlo.count("@scale_lib.silu_and_mul") == 1 and "while" not in hlo
+
+
+# -- properties (Hypothesis; shared machinery in properties.py) ------------------------------
+@pytest.mark.parametrize("backend", backend_params(), indirect=True)
+@PROFILE_SETTINGS
+@given(data=st.data())
+def test_silu_and_mul_property(backend: Backend, data) -> None:
+    dtype = data.draw(st.sampled_from(_dtypes_for(backend)), label="dtype")
+    shape = data.draw(shapes(min_dims=1), label="shape")
+    shape = (*shape[:-1], 2 * shape[-1])
+    # |a| up to 60: exp(-a) within float32, so every dtype's reference is finite
+    x = backend.asarray(data.draw(float_arrays(shape, dtype, max_abs=60.0), label="x"), dtype)
+    stored = backend.to_numpy(x).copy()
+    result = backend.run(scale_lib.silu_and_mul, x)
+    check_native(backend, result, dtype, halved(shape))
+    assert_close(backend.to_numpy(result), reference(stored), dtype, reduction=True)
+    np.testing.assert_array_equal(backend.to_numpy(x), stored)
+
+
+# -- the Triton build ---------------------------------------------------------------------------
+# Run in a fresh interpreter where `import triton` fails: the library must not need it.
+_WITHOUT_TRITON = textwrap.dedent(
+    """
+    import importlib.abc, sys
+
+    class NoTriton(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path, target=None):
+            if name == "triton" or name.startswith("triton."):
+                raise ModuleNotFoundError("No module named 'triton'", name=name)
+            return None
+
+    sys.meta_path.insert(0, NoTriton())
+    sys.modules.pop("triton", None)
+    import numpy as np
+    import scale_lib
+    from scale_lib.ops import OPS
+
+    x = np.arange(8, dtype=np.float32).reshape(2, 4) / 4
+    print("result", scale_lib.silu_and_mul(x).tolist())
+    if sys.argv[1] == "cuda":  # CuPy: PyTorch's CUDA builds import Triton themselves
+        import cupy
+        y = scale_lib.silu_and_mul(cupy.asarray(x))
+        print("result", cupy.asnumpy(y).tolist())
+    assert "triton" not in sys.modules
+    """
+)
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_runs_without_triton(device: str) -> None:
+    if device == "cuda":
+        Backend("cupy", "cuda").skip_if_unavailable()
+        if not scale_lib.build_info()["triton"]:
+            pytest.skip("this build has no Triton kernels (test_cuda_without_triton_kernels)")
+    run = subprocess.run(
+        [sys.executable, "-c", _WITHOUT_TRITON, device],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "PYTHONWARNINGS": "error"},
+    )
+    assert run.returncode == 0, run.stderr
+    results = [
+        json.loads(line[len("result ") :]) for line in run.stdout.splitlines() if line.startswith("result ")
+    ]
+    assert len(results) == (2 if device == "cuda" else 1), run.stdout
+    expected = reference(np.arange(8, dtype=np.float32).reshape(2, 4) / 4)
+    for result in results:
+        np.testing.assert_allclose(result, expected, rtol=1e-6)
+
+
+@pytest.mark.gpu
+def test_cuda_without_triton_kernels() -> None:
+    # A CUDA build without the Triton kernels keeps the CPU twin and names the op for CUDA arrays.
+    if scale_lib.build_info()["triton"] or not scale_lib.cuda_available():
+        pytest.skip("this build has the Triton kernels (or no CUDA)")
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU visible to torch")
+    with pytest.raises(ValueError, match=r"silu_and_mul has no CUDA kernel in this build .* Triton"):
+        scale_lib.silu_and_mul(torch.ones(2, 4, device="cuda"))
+
+
+def test_build_info_names_the_triton_release() -> None:
+    info = scale_lib.build_info()
+    assert isinstance(info["triton"], str)
+    if not info["cuda"]:
+        assert info["triton"] == "", "a CPU-only build compiles no Triton kernels"
