@@ -299,11 +299,13 @@ count = jax_tvm_ffi.registered_count()
 import scale_lib
 assert jax_tvm_ffi.registered_count() == count, "targets were registered"
 print("jax works:", (jnp.ones(3) + 1).tolist())
-calls = (
+calls = [
     lambda: scale_lib.scale(jnp.ones(3), 2.0),
     lambda: jax.jit(lambda x: scale_lib.scale(x, 2.0))(jnp.ones(3)),
-    lambda: scale_lib.flatnonzero(jnp.ones(3)),
-)
+]
+if hasattr(scale_lib, "flatnonzero"):  # an op that runs eagerly, not through XLA
+    calls.append(lambda: scale_lib.flatnonzero(jnp.ones(3)))
+print("calls:", len(calls))
 for call in calls:
     try:
         call()
@@ -333,8 +335,9 @@ def test_old_jax_is_left_alone_and_refused_at_the_call(
     # (an editable install's rebuild may print to stdout first)
     lines = child.stdout[child.stdout.index("jax works:") :].splitlines()
     assert lines[0] == "jax works: [2.0, 2.0, 2.0]"
+    calls = int(lines[1].removeprefix("calls: "))
     refusals = [line for line in lines if line.startswith("RuntimeError:")]
-    assert len(refusals) == 3, child.stdout
+    assert len(refusals) == calls, child.stdout
     for refusal in refusals:
         assert (
             f"RuntimeError: scale_lib needs jax>={_jax.JAX_LOWEST} and jax-tvm-ffi>="
