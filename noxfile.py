@@ -12,17 +12,17 @@
                     architecture, into dist-cu12/, checked (runtime, SASS + PTX per arch, size)
   build_cuda12_ci   the same build for a subset of architectures (CI's compile check)
   build_cuda13      the same with CUDA 13.0 (whole toolchain from PyPI), into dist-cu13/
-  tests_tvm_ffi_lowest / tests_tvm_ffi_highest
-                    a CPU-only build tested (NumPy + PyTorch) against the lowest / highest
-                    supported apache-tvm-ffi
+  tests_lowest      a CPU-only build tested with the lowest supported release of every
+                    dependency (LOWEST below: apache-tvm-ffi, NumPy, PyTorch, JAX + jax-tvm-ffi,
+                    PaddlePaddle); `tests` is the other end: the newest releases pip finds
   bench             every benchmark in --quick mode (seconds, CPU)
   # template-only:begin
   template          generate libraries from the template, remove an op, update one; check each
   # template-only:end
 
 Sessions run on the Python that runs nox (3.11 or newer; NOX_PYTHON=3.13 picks another). The
-frameworks are the newest releases pip finds; TORCH_SPEC overrides the torch requirement (e.g.
-a CPU-only build, or the one CI pins).
+frameworks are the newest releases pip finds (`tests` and `demo` upgrade a reused environment to
+them); TORCH_SPEC overrides the torch requirement (e.g. a CPU-only build, or the one CI pins).
 
 The CUDA architectures default to every one CUDA 13 supports (slow to build; CI builds them
 all so that any compile error fails). For a quick local build: CUDAARCHS=native (or e.g. 90).
@@ -76,14 +76,44 @@ CUDA_RELEASE = "12.4"
 # CI's compile check of the CUDA 12 wheel: the oldest and newest architectures and one between,
 # plus the PTX (see docs/building.md for the build times behind this choice).
 CUDA_CI_ARCHITECTURES = "75-real;90-real;90-virtual"
-# The ends of the supported apache-tvm-ffi range (pyproject.toml; python/scale_lib/_lib.py).
-TVM_FFI_LOWEST = "0.1.11"
-TVM_FFI_HIGHEST = "0.1.15.post2"
+# The lowest supported release of each dependency: the floors that pyproject.toml declares (the
+# runtime dependency and the extras; tests/test_compat.py checks that they agree), which
+# `tests_lowest` installs. The release wheel is compiled against this apache-tvm-ffi (the build
+# requirement pins it) and refuses older ones. jaxlib is jax's own floor for jax 0.9.1. torch:
+# the oldest release CI can install (a local CPU wheel), so the declared floor.
+LOWEST = {
+    "apache-tvm-ffi": "0.1.15.post2",
+    "numpy": "2.1.3",
+    "torch": "2.13.0",
+    "jax": "0.9.1",
+    "jaxlib": "0.9.1",
+    "jax-tvm-ffi": "0.1.3",
+    "paddlepaddle": "3.3.0",
+}
+
+
+def _show_versions(session: nox.Session, expected: dict[str, str] | None = None) -> None:
+    """Print the installed release of each dependency LOWEST names (the log says what ran);
+    with ``expected``, fail unless those are the releases installed."""
+    code = (
+        "import sys; from importlib import metadata\n"
+        f"names, expected = {sorted(LOWEST)!r}, {expected or {}!r}\n"
+        "def found(name):\n"
+        "    try: return metadata.version(name).split('+')[0]\n"
+        "    except metadata.PackageNotFoundError: return '(not installed)'\n"
+        "for name in names: print(f'  {name} {found(name)}')\n"
+        "wrong = {n: found(n) for n, v in expected.items() if found(n) != v}\n"
+        "sys.exit(f'installed {wrong}, expected {expected}' if wrong else 0)"
+    )
+    session.run("python", "-c", code, silent=False)
 
 
 def _install_all(session: nox.Session, env: dict[str, str] | None = None) -> None:
-    session.install(TORCH)
-    session.install(".[test,numpy,jax,paddle]", env=env)
+    # --upgrade: a reused environment moves to the newest releases, so `tests` is the highest end
+    # of every supported range (TORCH_SPEC aside).
+    session.install("--upgrade", TORCH)
+    session.install("--upgrade", "--upgrade-strategy", "eager", ".[test,numpy,jax,paddle]", env=env)
+    _show_versions(session)
 
 
 @nox.session(python=PYTHON)
@@ -267,25 +297,13 @@ def build_cuda13(session: nox.Session) -> None:
 # [build_cuda.end]
 
 
-def _tests_tvm_ffi(session: nox.Session, version: str) -> None:
-    # Built as a release wheel is (build isolation: the newest apache-tvm-ffi in the build
-    # range), then run against the runtime under test.
-    session.install(TORCH)
-    session.install(".[test]", env=CPU_ONLY)
-    session.install(f"apache-tvm-ffi=={version}")
-    session.run(
-        "python", "-c", f"import tvm_ffi; assert tvm_ffi.__version__ == {version!r}, tvm_ffi.__version__"
-    )
+@nox.session(python=PYTHON)
+def tests_lowest(session: nox.Session) -> None:
+    """The suite (CPU-only build) on the lowest supported release of every dependency (LOWEST):
+    apache-tvm-ffi, NumPy, PyTorch, JAX with jax-tvm-ffi, PaddlePaddle."""
+    pins = [f"{name}=={version}" for name, version in LOWEST.items()]
+    # The library is built as a release wheel is (build isolation: the build requirement's
+    # apache-tvm-ffi), then installed with every pin in one resolution.
+    session.install(*pins, ".[test]", env=CPU_ONLY)
+    _show_versions(session, expected=LOWEST)
     session.run("pytest", *(session.posargs or ["-q"]))
-
-
-@nox.session(python=PYTHON)
-def tests_tvm_ffi_lowest(session: nox.Session) -> None:
-    """The suite (NumPy + PyTorch, CPU-only build) against the lowest supported apache-tvm-ffi."""
-    _tests_tvm_ffi(session, TVM_FFI_LOWEST)
-
-
-@nox.session(python=PYTHON)
-def tests_tvm_ffi_highest(session: nox.Session) -> None:
-    """The suite (NumPy + PyTorch, CPU-only build) against the highest supported apache-tvm-ffi."""
-    _tests_tvm_ffi(session, TVM_FFI_HIGHEST)

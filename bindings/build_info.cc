@@ -23,8 +23,11 @@ std::string CudaVersionString(int version) {
 ffi::Map<ffi::String, ffi::Any> BuildInfo() {
   ffi::Map<ffi::String, ffi::Any> info;
   info.Set("version", ffi::String(SCALE_LIB_VERSION));
-  // The TVM-FFI headers this library was compiled against, and the libtvm_ffi loaded now (the
-  // Python package refuses to load across a minor version: the headers' inline code is ABI).
+  // The apache-tvm-ffi release this library was compiled against (its Python version string),
+  // the version its TVM-FFI headers declare, and the libtvm_ffi loaded now. The Python package
+  // refuses a runtime older than the headers, or of another minor version: the headers' inline
+  // code is ABI.
+  info.Set("apache_tvm_ffi_compiled", ffi::String(SCALE_LIB_TVM_FFI_PACKAGE_VERSION));
   info.Set("tvm_ffi_compiled", ffi::String(std::to_string(TVM_FFI_VERSION_MAJOR) + "." +
                                            std::to_string(TVM_FFI_VERSION_MINOR) + "." +
                                            std::to_string(TVM_FFI_VERSION_PATCH)));

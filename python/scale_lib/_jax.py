@@ -5,7 +5,9 @@ XLA allocates the output and passes it to the library as a view, so JAX arrays a
 written in place. Targets are named ``scale_lib.<op>`` and registered once per process, for the
 CPU and GPU platforms: when scale_lib is imported after JAX, or else on the first JAX call. A
 CPU-only build registers the GPU target too, so that under ``jax.jit`` on a GPU the library's own
-"built without CUDA support" error is what the user sees.
+"built without CUDA support" error is what the user sees. With a JAX or jax-tvm-ffi older than
+the supported floor nothing is registered (XLA would reject the handlers and fail every JAX
+computation in the process), and every call on a JAX array raises ``RuntimeError`` instead.
 
 The library cannot report errors from inside XLA as Python exceptions, so the declared input
 rules and the scalar attributes are checked here, at trace time.
@@ -27,11 +29,55 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ._adapter import Adapter
-from ._lib import WITH_CUDA
+from ._lib import WITH_CUDA, version_key
 from ._op import Op, sharding_of
 from ._spec import Input
 
 _WORKSPACE_SLACK = 256  # jax-tvm-ffi aligns each allocation in the workspace to 128 bytes
+
+# [jax_versions.begin]
+# The oldest JAX and jax-tvm-ffi this package works with: the floors of pyproject.toml's `jax`
+# extra, which `nox -s tests_lowest` installs. jax-tvm-ffi 0.1.3 accepts JAX 0.7.2 and newer, but
+# before JAX 0.9.1 XLA rejects the handlers it registers (their XLA FFI API version is newer than
+# XLA's), and that failure breaks every JAX computation in the process, not only scale_lib's.
+JAX_LOWEST = "0.9.1"
+JAX_TVM_FFI_LOWEST = "0.1.3"
+# [jax_versions.end]
+
+
+def unsupported_versions(jax_version: str, jax_tvm_ffi_version: str | None) -> str | None:
+    """Why scale_lib cannot run on this JAX and jax-tvm-ffi (``None``: it can; a missing
+    jax-tvm-ffi, ``None`` here, is reported when it is imported)."""
+    too_old = [
+        (name, found, lowest)
+        for name, found, lowest in (
+            ("jax", jax_version, JAX_LOWEST),
+            ("jax-tvm-ffi", jax_tvm_ffi_version, JAX_TVM_FFI_LOWEST),
+        )
+        if found is not None and version_key(found) < version_key(lowest)
+    ]
+    if not too_old:
+        return None
+    found = ", ".join(f"{name} {version}" for name, version, _ in too_old)
+    needed = " ".join(f"'{name}>={lowest}'" for name, _, lowest in too_old)
+    return (
+        f"scale_lib needs jax>={JAX_LOWEST} and jax-tvm-ffi>={JAX_TVM_FFI_LOWEST} to run on JAX "
+        f"arrays, but {found} is installed. With older releases XLA rejects the FFI handlers that "
+        "jax-tvm-ffi registers, which would break every JAX computation in the process, so scale_lib "
+        f"registered none and its ops refuse JAX arrays. Upgrade: pip install {needed}"
+    )
+
+
+@functools.cache
+def _version_problem() -> str | None:
+    """:func:`unsupported_versions` for the installed JAX and jax-tvm-ffi, read once."""
+    from importlib import metadata
+
+    try:
+        jax_tvm_ffi_version: str | None = metadata.version("jax-tvm-ffi")
+    except metadata.PackageNotFoundError:
+        jax_tvm_ffi_version = None
+    return unsupported_versions(str(sys.modules["jax"].__version__), jax_tvm_ffi_version)
 
 
 class JaxAdapter(Adapter):
@@ -51,7 +97,8 @@ class JaxAdapter(Adapter):
         _check_partitionable(op)  # see "jax.jit over sharded arrays" below
         self._ops.append(op)
         self._registered = False
-        if "jax" in sys.modules:
+        # Registered now only where it cannot fail: otherwise the first call raises the reason.
+        if "jax" in sys.modules and _version_problem() is None and _has_jax_tvm_ffi():
             self.register_targets()
 
     def register_targets(self) -> None:
@@ -61,6 +108,9 @@ class JaxAdapter(Adapter):
         with self._lock:
             if self._registered:
                 return
+            problem = _version_problem()
+            if problem is not None:
+                raise RuntimeError(problem)
             try:
                 import jax_tvm_ffi
             except ImportError as err:
@@ -99,6 +149,9 @@ class JaxAdapter(Adapter):
 
     def call(self, op: Op, inputs: tuple[Any, ...], attrs: tuple[Any, ...], out: Any) -> Any:
         """Run ``op`` on JAX arrays through XLA; the library's checks, raised in Python."""
+        problem = _version_problem()
+        if problem is not None:
+            raise RuntimeError(problem)
         if out is not None:
             op.check_out_allowed()
             raise TypeError(
@@ -123,6 +176,12 @@ class JaxAdapter(Adapter):
 
 
 ADAPTER = JaxAdapter()
+
+
+def _has_jax_tvm_ffi() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("jax_tvm_ffi") is not None
 
 
 def _target(op: Op) -> str:
