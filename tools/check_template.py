@@ -1,18 +1,22 @@
 #!/usr/bin/env python3
 """The template's own CI (nox -s template): every flow of docs/template.md, as a user runs it.
 
-  1. generate a minimal library and one with a long name and --ops rms_norm,flatnonzero; lint,
+  1. generate a minimal library and one with a long name and --ops rms_norm,flatnonzero,
+     silu_and_mul (the Triton op: its docs blocks go with it from the minimal one); lint,
      test and build the docs of each, unchanged (from the committed template: commit first);
   2. remove an op from the second (tools/remove_op.py) and check it again;
   3. generate a library at an older template commit, edit a kernel and a shared file in it,
      update it to a newer template commit (tools/update_from_template.py): both the template's
      change and the library's own edits must be there, with no conflict, and its tests pass;
   4. scaffold, in a clean clone of a generated library (tools/new_op.py), a two-input elementwise
-     op with an attribute, a row-wise op and a CUDA-only op as generated, and silu_mul and
+     op with an attribute, a row-wise op, a CUDA-only op and a Triton op (--lang triton, with a
+     float, an int and a bool attribute) as generated, and silu_mul and
      gelu_tanh as a user writes them (the math in one function object, the float64 reference,
      silu_mul's vjp with array_namespace); lint, build CPU-only and run their tests (NumPy,
      PyTorch and JAX: silu_mul's gradients by torch.autograd.gradcheck and against jax.grad of
-     jax.numpy), then compile the CUDA kernels for one architecture where nvcc is found.
+     jax.numpy), then compile the CUDA kernels for one architecture where nvcc is found (the
+     Triton op's through tools/triton_aot.py: Triton compiles it, no GPU needed); finally remove
+     the Triton op (tools/remove_op.py) and check that nothing names it.
 
 Libraries are built CPU-only and tested with NumPy (the other frameworks are the tests
 sessions' job; the scaffold flow installs PyTorch and JAX for its gradient checks). Run from the
@@ -41,7 +45,7 @@ GENERATED: set[Path] = set()
 LONG_NAME = "acme_fused_attention_kernels"
 
 
-def run(*cmd: str | Path, cwd: Path = ROOT, env: dict[str, str] | None = None) -> str:
+def run(*cmd: str | Path, cwd: Path = ROOT, env: dict[str, str] | None = None, check: bool = True) -> str:
     print(f"  $ {' '.join(map(str, cmd))}  [in {cwd}]", flush=True)
     result = subprocess.run(
         [str(c) for c in cmd],
@@ -51,7 +55,7 @@ def run(*cmd: str | Path, cwd: Path = ROOT, env: dict[str, str] | None = None) -
         stderr=subprocess.STDOUT,
         text=True,
     )
-    if result.returncode != 0:
+    if result.returncode != 0 and check:
         print(result.stdout[-6000:])
         raise SystemExit(f"FAILED (exit {result.returncode}): {' '.join(map(str, cmd))}")
     return result.stdout
@@ -107,11 +111,13 @@ def check(name: str, dest: Path, *, lint: bool = True, docs: bool = True) -> Non
 def flow_generate(work: Path) -> None:
     with step("generate a minimal library (scale only)"):
         generate("my_kernels", work / "my_kernels")
+        left = run("git", "grep", "-l", "silu_and_mul", cwd=work / "my_kernels", check=False)
+        assert not left.strip(), f"files still naming a dropped op: {left}"
     with step("  its lint, tests and docs"):
         check("my_kernels", work / "my_kernels")
-    with step("generate a library with --ops rms_norm,flatnonzero"):
-        generate(LONG_NAME, work / LONG_NAME, "--ops", "rms_norm,flatnonzero")
-        for op in ("scale", "rms_norm", "flatnonzero"):
+    with step("generate a library with --ops rms_norm,flatnonzero,silu_and_mul"):
+        generate(LONG_NAME, work / LONG_NAME, "--ops", "rms_norm,flatnonzero,silu_and_mul")
+        for op in ("scale", "rms_norm", "flatnonzero", "silu_and_mul"):
             assert (work / LONG_NAME / "tests" / f"test_{op}.py").is_file(), op
         assert not (work / LONG_NAME / "kernels" / "axpby.cu").exists()
     with step("  its lint, tests and docs"):
@@ -266,7 +272,7 @@ def flow_scaffold(work: Path) -> None:
     name = "fastops"
     origin, dest = work / "scaffold_origin", work / name
     new_op = [PY, "tools/new_op.py"]
-    ops = ["fma", "row_norm", "gelu_tanh", "silu_mul"]
+    ops = ["fma", "row_norm", "gelu_tanh", "silu_mul", "tri_fma"]
     with step("generate a library; a clean clone of it"):
         generate(name, origin)
         shutil.rmtree(dest, ignore_errors=True)
@@ -276,6 +282,9 @@ def flow_scaffold(work: Path) -> None:
         run(*new_op, "fma", "--inputs", "a,b", "--attrs", "alpha:float", cwd=dest)
         run(*new_op, "row_norm", "--inputs", "x", "--attrs", "eps:float", "--kind", "rows", cwd=dest)
         run(*new_op, "gelu_tanh", "--cuda-only", cwd=dest)
+    with step("scaffold a Triton op (--lang triton) with a float, an int and a bool attribute"):
+        attrs = "alpha:float,times:int,negate:bool"
+        run(*new_op, "tri_fma", "--inputs", "a,b", "--attrs", attrs, "--lang", "triton", cwd=dest)
     with step("silu_mul and gelu_tanh as a user writes them (math, reference, vjp)"):
         run(*new_op, "silu_mul", "--inputs", "x,y", cwd=dest)
         edited = _apply(dest, name, SILU_MUL_EDITS) | _apply(dest, name, GELU_TANH_EDITS)
@@ -308,7 +317,15 @@ def flow_scaffold(work: Path) -> None:
     )
     if nvcc is None:
         print("\n== no nvcc: the compile-only CUDA build is skipped")
-        return
+    else:
+        _compile_cuda(dest, name, ops, nvcc)
+    with step("  remove the Triton op (tools/remove_op.py): nothing names it"):
+        run(PY, "tools/remove_op.py", "tri_fma", cwd=dest)
+        left = run("git", "grep", "-l", "tri_fma", cwd=dest, check=False)
+        assert not left.strip(), f"files still naming tri_fma: {left}"
+
+
+def _compile_cuda(dest: Path, name: str, ops: list[str], nvcc: str) -> None:
     with step("  compile-only CUDA build of the new ops' kernels, one architecture (75)"):
         build = dest / "build" / "cuda75"
         run(
@@ -320,13 +337,15 @@ def flow_scaffold(work: Path) -> None:
             "-G",
             "Ninja",
             f"-D{name.upper()}_CUDA=ON",
+            f"-D{name.upper()}_TRITON=ON",
             "-DCMAKE_CUDA_ARCHITECTURES=75",
             f"-DCMAKE_CUDA_COMPILER={nvcc}",
             f"-DPython_EXECUTABLE={PY}",
             "-DSKBUILD_PROJECT_VERSION=0.1.0",
             cwd=dest,
         )
-        targets = [f"CMakeFiles/{name}.dir/kernels/{op}.cu.o" for op in ops]
+        targets = [f"CMakeFiles/{name}.dir/kernels/{op}.cu.o" for op in ops if op != "tri_fma"]
+        targets.append(f"CMakeFiles/{name}.dir/kernels/triton/tri_fma.cu.o")
         run("cmake", "--build", build, "--target", *targets, cwd=dest)
 
 

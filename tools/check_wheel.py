@@ -8,12 +8,14 @@ with apache-tvm-ffi as the only required dependency, and nothing that must not s
 No CUDA symbol may be left undefined in the library (it links neither libcuda nor libcudart: an
 undefined one kills the process at its first call). With --cuda, the library must embed that
 CUDA runtime (statically), and every cubin and PTX it embeds (in any fatbin, or stored bare) is
-read: its architecture, ELF ABI version and OS/ABI, PTX ISA version. Machine code must load on
+read and listed, fatbin by fatbin (its entry points: the embedded CUBIN and Triton kernels by
+name): its architecture, ELF ABI version and OS/ABI, PTX ISA version. Machine code must load on
 the oldest driver the wheel declares (--min-driver, default CUDA <major>.0); PTX may need a
 driver up to the --cuda version, never newer. With --archs (a CMake
 architecture list such as "75-real;90-real;120-virtual", or "default": the CMakeLists.txt
 default for that CUDA major), every fatbin in the library must hold machine code (SASS) for
-each -real architecture and PTX for each -virtual one, and nothing else; this needs cuobjdump
+each -real architecture (Triton's sm_90a-style code counts for its generation) and PTX for
+each -virtual one, and nothing else; this needs cuobjdump
 (--cuobjdump, $CUOBJDUMP, or on PATH; tools/cuda_toolchain.py fetches one). The wheel's size is
 printed and, with --max-mib, bounded.
 """
@@ -83,7 +85,8 @@ def check_architectures(library: bytes, archs: str, cuobjdump: str) -> list[str]
             if listing.returncode != 0:
                 problems.append(f"cuobjdump failed on fatbin {index}: {listing.stderr.strip()}")
                 continue
-            sass = set(re.findall(r"ELF file .*\.sm_(\w+)\.cubin", listing.stdout))
+            # sm_90a-style code (Triton's, from Hopper on) is the -real code of its generation.
+            sass = {a.rstrip("af") for a in re.findall(r"ELF file .*\.sm_(\w+)\.cubin", listing.stdout)}
             ptx = set(re.findall(r"PTX file .*\.sm_(\w+)\.ptx", listing.stdout))
             names = sorted(set(re.findall(r"file\s+\d+: (\w+)\.", listing.stdout)))
             if sass != want_sass or ptx != want_ptx:
@@ -122,6 +125,11 @@ def _version(text: str) -> tuple[int, ...]:
     return tuple(int(part) for part in text.split("."))
 
 
+def cubin_abi(elf: bytes) -> str:
+    """The ELF ABI version and OS/ABI of a CUDA ELF (cubin), as check_wheel lists them."""
+    return f"ELF ABI v{elf[8]}, OS/ABI 0x{elf[7]:02x}"
+
+
 def cubin_driver(elf: bytes) -> tuple[str, str]:
     """(architecture, the oldest CUDA driver that loads it) of a CUDA ELF (cubin)."""
     os_abi, abi_version = elf[7], elf[8]
@@ -145,6 +153,24 @@ def ptx_driver(ptx: str) -> tuple[str, str]:
     isa = (int(version.group(1)), int(version.group(2))) if version else (0, 0)
     name = f"PTX ISA {isa[0]}.{isa[1]} for {target.group(1) if target else '?'}"
     return name, PTX_ISA_DRIVER.get(isa, "99.0" if isa > max(PTX_ISA_DRIVER) else "12.0")
+
+
+def _cubin_arch(file_name: str, arch: str) -> str:
+    """The architecture as cuobjdump names the extracted file (keeps sm_90a's suffix)."""
+    match = re.search(r"\.(sm_\w+)\.cubin$", file_name)
+    return match.group(1) if match else arch
+
+
+def _entry_names(folder: Path) -> str:
+    """The kernel names of an extracted fatbin's first cubin (its entry points)."""
+    cubin = next((p for p in sorted(folder.iterdir()) if p.suffix == ".cubin"), None)
+    if cubin is None:
+        return "PTX only"
+    names = sorted({n.decode() for n in re.findall(rb"\.text\.([A-Za-z_]\w*)", cubin.read_bytes())})
+    plain = [n for n in names if not n.startswith("_Z")]  # extern "C" entry points by name
+    shown = ", ".join(plain[:2]) + (f" and {len(plain) - 2} more" if len(plain) > 2 else "")
+    mangled = len(names) - len(plain)
+    return "; ".join(filter(None, [shown, f"{mangled} C++ kernels" if mangled else ""])) or "no kernels"
 
 
 def _raw_cubins(library: bytes) -> list[bytes]:
@@ -184,9 +210,12 @@ def check_device_code(library: bytes, cuobjdump: str, sass_driver: str, ptx_driv
             )
             if extract.returncode != 0:
                 problems.append(f"cuobjdump cannot extract fatbin {index}: {extract.stderr.strip()}")
+            listed = []
             for item in sorted(out.iterdir()):
                 if item.suffix == ".cubin":
-                    arch, driver = cubin_driver(item.read_bytes())
+                    elf = item.read_bytes()
+                    arch, driver = cubin_driver(elf)
+                    listed.append(f"{_cubin_arch(item.name, arch)} ({cubin_abi(elf)})")
                     needs.setdefault(driver, set()).add(arch)
                     if _version(driver) > _version(sass_driver):
                         problems.append(
@@ -195,12 +224,14 @@ def check_device_code(library: bytes, cuobjdump: str, sass_driver: str, ptx_driv
                         )
                 elif item.suffix == ".ptx":
                     name, driver = ptx_driver(item.read_text(errors="replace"))
+                    listed.append(name)
                     needs.setdefault(driver, set()).add(name)
                     if _version(driver) > _version(ptx_driver_max):
                         problems.append(
                             f"{item.name}: {name} needs a CUDA {driver} driver; the wheel "
                             f"declares {ptx_driver_max} for PTX"
                         )
+            print(f"  fatbin {index} ({_entry_names(out)}): {'; '.join(listed)}")
     for index, elf in enumerate(_raw_cubins(library)):
         arch, driver = cubin_driver(elf)
         needs.setdefault(driver, set()).add(f"bare {arch}")

@@ -105,6 +105,12 @@ def prune_ops(keep: set[str]) -> None:
         init.write_text(remove["without_export"](init.read_text(), op))
         readme = ROOT / "README.md"
         readme.write_text(re.sub(rf"^\| `{re.escape(op)}\(.*\n", "", readme.read_text(), flags=re.MULTILINE))
+        for page in remove["doc_pages"]():
+            if page.is_file():
+                text = page.read_text()
+                new = remove["without_op_blocks"](text, op)
+                if new != text:
+                    page.write_text(new)
 
 
 def own_project(name: str) -> None:

@@ -3,10 +3,12 @@
 
 Deletes the op's own files (kernels/NAME*, kernels/cubin/NAME*, kernels/triton/NAME*,
 bindings/NAME_binding.cc, tests/test_NAME.py, docs/kernels/NAME.md, benchmarks/bench_NAME.py and
-report_NAME.py, measured results docs/_static/perf/*/NAME.*), its section of python/scale_lib/ops.py (from its
-``# ===== op: NAME =====`` line to the next op's), its export from the package's __init__.py and
-its row of the README's op table. Everything else (the suites that run every op, the API docs,
-the benchmark report, the sanitizer list, the workflows) follows the declared ops by itself.
+report_NAME.py, measured results docs/_static/perf/*/NAME.*), its section of
+python/scale_lib/ops.py (from its ``# ===== op: NAME =====`` line to the next op's), its export
+from the package's __init__.py, its row of the README's op table, and the blocks of the docs that
+show its code, marked ``<!-- op: NAME -->`` ... ``<!-- /op: NAME -->`` (a shared page keeps its
+general part). Everything else (the suites that run every op, the API docs, the benchmark
+report, the sanitizer list, the workflows) follows the declared ops by itself.
 """
 
 from __future__ import annotations
@@ -47,6 +49,17 @@ def own_files(name: str) -> list[Path]:
         f"docs/_static/perf/*/{name}.*",
     ]
     return sorted({p for pattern in patterns for p in ROOT.glob(pattern) if p.is_file()})
+
+
+def doc_pages() -> list[Path]:
+    """The Markdown pages that may hold op blocks."""
+    return [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").rglob("*.md"))]
+
+
+def without_op_blocks(text: str, name: str) -> str:
+    """``text`` without the blocks marked as showing op ``name``'s code."""
+    block = rf"<!-- op: {re.escape(name)} -->.*?<!-- /op: {re.escape(name)} -->\n?"
+    return re.sub(block, "", text, flags=re.DOTALL)
 
 
 def without_export(text: str, name: str) -> str:
@@ -123,11 +136,16 @@ def main(argv: list[str]) -> int:
     readme_text = readme.read_text()
     new_readme = re.sub(rf"^\| `{re.escape(name)}\(.*\n", "", readme_text, flags=re.MULTILINE)
 
+    new_readme = without_op_blocks(new_readme, name)
+    pages = {
+        p: without_op_blocks(p.read_text(), name) for p in doc_pages() if p.is_file() and p != readme
+    }
+    pages = {p: new for p, new in pages.items() if new != p.read_text()}
     changed = [
         p
         for p, old, new in ((init, init.read_text(), new_init), (readme, readme_text, new_readme))
         if old != new
-    ]
+    ] + list(pages)
     for path in files:
         print(f"delete {path.relative_to(ROOT)}")
     print(f"edit   {OPS_PY.relative_to(ROOT)} (its section, {text.count(chr(10), start, end)} lines)")
@@ -140,6 +158,8 @@ def main(argv: list[str]) -> int:
     OPS_PY.write_text(new_ops)
     init.write_text(new_init)
     readme.write_text(new_readme)
+    for path, new in pages.items():
+        path.write_text(new)
     print(f"removed {name}: rebuild (pip install -e . or nox) and run the tests")
     return 0
 
