@@ -66,6 +66,7 @@ class TritonKernel {
   void Launch(tvm::ffi::dim3 grid, DLDevice device, cudaStream_t stream, Args... args) const {
     const int64_t programs = static_cast<int64_t>(grid.x) * grid.y * grid.z * data_.num_ctas;
     if (programs == 0) return;
+    MakeContextCurrent(device.device_id);
     std::optional<ffi::Tensor> global_scratch =
         Scratch(data_.global_scratch_bytes, programs, device);
     std::optional<ffi::Tensor> profile_scratch =

@@ -315,6 +315,19 @@ inline cudaStream_t GetCudaStream(DLDevice device) {
 
 // Raises a RuntimeError (with CUDA's name for the error) if the last launch failed.
 #define CHECK_CUDA_LAUNCH() TVM_FFI_CHECK_CUDA_ERROR(cudaGetLastError())
+
+// Before a launch through TVM-FFI's CUBIN launcher (embedded CUBIN and Triton kernels). Built
+// with a CUDA runtime older than 12.8, the launcher uses the driver API, which launches in the
+// calling thread's current context, and a thread that has made no CUDA runtime call yet (PyTorch's
+// autograd worker, a new Python thread) has none: CUDA_ERROR_INVALID_CONTEXT. cudaSetDevice makes
+// the device's primary context current (CUDA 12+). The runtime API (12.8+) needs nothing.
+inline void MakeContextCurrent(int device_id) {
+#if CUDART_VERSION < 12080
+  TVM_FFI_CHECK_CUDA_ERROR(cudaSetDevice(device_id));
+#else
+  (void)device_id;
+#endif
+}
 // [cuda_helpers.end]
 #endif  // __CUDACC__
 

@@ -48,6 +48,7 @@ void AxpbyCUDA(ffi::TensorView out, ffi::TensorView x, ffi::TensorView y, double
   if (n == 0) return;
   ffi::CUDADeviceGuard guard(x.device().device_id);      // 2. device guard
   cudaStream_t stream = GetCudaStream(x.device());  // 3. stream
+  MakeContextCurrent(x.device().device_id);  // the CUBIN launcher launches in the current context
   DispatchFloating(x.dtype(), "x", [&](auto tag) {  // 4. dtype dispatch + launch
     using T = typename decltype(tag)::type;
     using Compute = typename gpu::FloatMath<T>::Compute;

@@ -51,6 +51,9 @@ SCALE_LIB_DRIVER_FORWARD_STRING(cuGetErrorName)
 SCALE_LIB_DRIVER_FORWARD_STRING(cuGetErrorString)
 SCALE_LIB_DRIVER_FORWARD(cuDeviceGet, (CUdevice * device, int ordinal), (device, ordinal))
 SCALE_LIB_DRIVER_FORWARD(cuDeviceGetCount, (int* count), (count))
+SCALE_LIB_DRIVER_FORWARD(cuDeviceGetAttribute,
+                         (int* value, CUdevice_attribute attribute, CUdevice device),
+                         (value, attribute, device))
 SCALE_LIB_DRIVER_FORWARD(cuLibraryLoadData,
                          (CUlibrary * library, const void* code, CUjit_option* jit_options,
                           void** jit_option_values, unsigned int num_jit_options,

@@ -7,6 +7,11 @@ import os
 # JAX takes 75% of GPU memory at start by default; the suite shares the GPU among frameworks.
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
+if os.environ.get("SCALE_LIB_TESTS_WITHOUT_TRITON"):  # the run of a machine without Triton
+    import no_triton
+
+    no_triton.install()
+
 import pytest
 from backends import ALL_BACKENDS, Backend, _module
 

@@ -148,3 +148,37 @@ def test_long_cpu_kernels_release_the_gil(case) -> None:
     # With the GIL held through each kernel this thread would get in a few switch intervals
     # (5 ms each) per call; with it released it spins the whole time.
     assert ticks > 1000 * max(1.0, duration / 0.005), (ticks, duration)
+
+
+@pytest.mark.gpu
+def test_every_op_from_a_thread_that_has_made_no_cuda_call() -> None:
+    # PyTorch runs backward passes on a thread of its own, and a new Python thread has made no
+    # CUDA call either: no CUDA context is current there. Every op must launch anyway (the CUBIN
+    # launcher, built on the driver API below CUDA 12.8, launches in the current context).
+    Backend("torch", "cuda").skip_if_unavailable()
+    import torch
+
+    cases = [c for c in CASES if "cuda" in c.devices]
+    data = [c.numpy_inputs(7) for c in cases]
+    args = [{n: torch.from_numpy(a.astype(np.float32)).cuda() for n, a in d.items()} for d in data]
+    outs = [torch.empty(c.output_shape(), device="cuda") if c.has_out else None for c in cases]
+    torch.cuda.synchronize()
+    results: dict[str, object] = {}
+    errors: list[BaseException] = []
+
+    def call_every_op() -> None:
+        try:  # the op is this thread's first CUDA call (out= given: no allocation before it)
+            for case, a, out in zip(cases, args, outs, strict=True):
+                kwargs = {"out": out} if case.has_out else {}
+                results[case.name] = case.call(*a.values(), **kwargs)
+        except BaseException as error:  # noqa: BLE001 - reported below, with the op's name
+            errors.append(error)
+
+    thread = threading.Thread(target=call_every_op)
+    thread.start()
+    thread.join()
+    assert not errors, errors
+    for case, d in zip(cases, data, strict=True):
+        expected = case.reference(*(a.astype(np.float32).astype(np.float64) for a in d.values()))
+        got = results[case.name].cpu().numpy().astype(np.float64)  # type: ignore[attr-defined]
+        np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5, err_msg=case.name)

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -219,19 +220,12 @@ def test_silu_and_mul_property(backend: Backend, data) -> None:
 # Run in a fresh interpreter where `import triton` fails: the library must not need it.
 _WITHOUT_TRITON = textwrap.dedent(
     """
-    import importlib.abc, sys
-
-    class NoTriton(importlib.abc.MetaPathFinder):
-        def find_spec(self, name, path, target=None):
-            if name == "triton" or name.startswith("triton."):
-                raise ModuleNotFoundError("No module named 'triton'", name=name)
-            return None
-
-    sys.meta_path.insert(0, NoTriton())
-    sys.modules.pop("triton", None)
+    import sys
+    sys.path.insert(0, sys.argv[2])
+    import no_triton
+    no_triton.install()
     import numpy as np
     import scale_lib
-    from scale_lib.ops import OPS
 
     x = np.arange(8, dtype=np.float32).reshape(2, 4) / 4
     print("result", scale_lib.silu_and_mul(x).tolist())
@@ -243,6 +237,68 @@ _WITHOUT_TRITON = textwrap.dedent(
     """
 )
 
+# Every framework's CUDA path in a process where `import triton` fails: PyTorch eager, autograd,
+# torch.compile(fullgraph=True) (the aot_eager backend: Inductor itself generates Triton), CUDA
+# graph capture and replay; JAX jit, vmap and grad; CuPy.
+_CUDA_WITHOUT_TRITON = textwrap.dedent(
+    """
+    import sys
+    sys.path.insert(0, sys.argv[1])
+    import no_triton
+    no_triton.install()
+    import numpy as np
+    import scale_lib
+    from test_silu_and_mul import grad_reference, reference
+
+    rng = np.random.default_rng(0)
+    x64, g64 = rng.standard_normal((64, 2 * 1000)), rng.standard_normal((64, 1000))
+
+    def check(name, got, expected):
+        np.testing.assert_allclose(np.asarray(got, dtype=np.float64), expected, rtol=1e-5, atol=1e-6)
+        print("ok", name)
+
+    import torch
+    x = torch.tensor(x64, dtype=torch.float32, device="cuda", requires_grad=True)
+    g = torch.tensor(g64, dtype=torch.float32, device="cuda")
+    check("torch eager", scale_lib.silu_and_mul(x).detach().cpu(), reference(x64))
+    (scale_lib.silu_and_mul(x) * g).sum().backward()
+    check("torch autograd", x.grad.cpu(), grad_reference(x64, g64))
+    x.grad = None
+    f = torch.compile(lambda v: scale_lib.silu_and_mul(v) * 2, fullgraph=True, backend="aot_eager")
+    (f(x) * g).sum().backward()
+    check("torch.compile(fullgraph=True)", x.grad.cpu(), 2 * grad_reference(x64, g64))
+    static_x = x.detach().clone()
+    static_out = torch.empty(64, 1000, device="cuda")
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        scale_lib.silu_and_mul(static_x, out=static_out)  # warm-up: loads the kernel
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        scale_lib.silu_and_mul(static_x, out=static_out)
+    static_x.copy_(torch.tensor(-x64, dtype=torch.float32, device="cuda"))
+    graph.replay()
+    torch.cuda.synchronize()
+    check("CUDA graph replay", static_out.cpu(), reference(-x64))
+
+    import jax, jax.numpy as jnp
+    jax.config.update("jax_enable_x64", True)
+    xj = jax.device_put(jnp.asarray(x64), jax.devices("gpu")[0])
+    gj = jax.device_put(jnp.asarray(g64), jax.devices("gpu")[0])
+    check("jax.jit", jax.jit(scale_lib.silu_and_mul)(xj), reference(x64))
+    batched = jax.vmap(scale_lib.silu_and_mul)(xj.reshape(8, 8, 2000))
+    check("jax.vmap", batched, reference(x64).reshape(8, 8, 1000))
+    grad = jax.jit(jax.grad(lambda v: (scale_lib.silu_and_mul(v) * gj).sum()))(xj)
+    check("jax.grad", grad, grad_reference(x64, g64))
+
+    import cupy
+    check("cupy", cupy.asnumpy(scale_lib.silu_and_mul(cupy.asarray(x64))), reference(x64))
+    assert "triton" not in sys.modules, "something imported triton"
+    print("triton was never imported")
+    """
+)
+
 
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
 def test_runs_without_triton(device: str) -> None:
@@ -251,7 +307,7 @@ def test_runs_without_triton(device: str) -> None:
         if not scale_lib.build_info()["triton"]:
             pytest.skip("this build has no Triton kernels (test_cuda_without_triton_kernels)")
     run = subprocess.run(
-        [sys.executable, "-c", _WITHOUT_TRITON, device],
+        [sys.executable, "-c", _WITHOUT_TRITON, device, str(Path(__file__).parent)],
         capture_output=True,
         text=True,
         check=False,
@@ -265,6 +321,24 @@ def test_runs_without_triton(device: str) -> None:
     expected = reference(np.arange(8, dtype=np.float32).reshape(2, 4) / 4)
     for result in results:
         np.testing.assert_allclose(result, expected, rtol=1e-6)
+
+
+@pytest.mark.gpu
+def test_every_framework_on_cuda_without_triton() -> None:
+    for framework in ("torch", "jax", "cupy"):
+        Backend(framework, "cuda").skip_if_unavailable()
+    if not scale_lib.build_info()["triton"]:
+        pytest.skip("this build has no Triton kernels (test_cuda_without_triton_kernels)")
+    run = subprocess.run(
+        [sys.executable, "-c", _CUDA_WITHOUT_TRITON, str(Path(__file__).parent)],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "XLA_PYTHON_CLIENT_PREALLOCATE": "false"},
+    )
+    assert run.returncode == 0, run.stdout + run.stderr[-4000:]
+    assert "triton was never imported" in run.stdout, run.stdout
+    print(run.stdout)
 
 
 @pytest.mark.gpu
