@@ -31,4 +31,5 @@ void SiluAndMulBackward(ffi::TensorView grad_x, ffi::TensorView x, ffi::TensorVi
 
 SCALE_LIB_EXPORT(silu_and_mul, scale_lib::SiluAndMul, "out", "x", "");
 SCALE_LIB_EXPORT(silu_and_mul_new, scale_lib::SiluAndMulNew, "", "x", "");
-SCALE_LIB_EXPORT(silu_and_mul_backward, scale_lib::SiluAndMulBackward, "grad_x", "x, grad", "");
+SCALE_LIB_EXPORT(silu_and_mul_backward, scale_lib::SiluAndMulBackward, "grad_x", "x, grad",
+                 "grad_x=x");

@@ -45,8 +45,8 @@ class OpCase:
         out_shape: the output's shape for ``x``'s shape.
         in_place: ``out`` may be ``x`` itself (an output of ``x``'s shape and dtype).
         triton: the op's CUDA kernel is written in Triton: a build without the Triton kernels
-            (``build_info()["triton"] == ""``) has no CUDA case (test_silu_and_mul.py checks
-            its error).
+            (``build_info()["triton"] == ""``) has no CUDA case (the op's own tests check its
+            error there).
     """
 
     name: str

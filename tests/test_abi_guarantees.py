@@ -4,8 +4,9 @@ memory is a ValueError naming it; no output shares memory with another argument 
 same array where the function allows in-place use (judged by elements, not byte spans); user errors
 carry plain messages; the exported metadata names every argument.
 
-The argument names come from each function's exported docstring, so a function added later is
-covered by adding one line to ``CALLS``; ``test_every_export_is_covered`` fails until it is.
+The argument names come from each function's exported docstring and the valid calls from each
+op's declaration (``scale_lib.ops.OPS``), so an op added later is covered by itself;
+``test_every_export_is_covered`` fails for an export no declaration accounts for.
 """
 
 from __future__ import annotations
@@ -39,56 +40,6 @@ class Call:
     scalars: dict[str, Any]
 
 
-X = ((ROWS, HIDDEN), "float32")
-ROW_VALUES = ((ROWS,), "float64")
-HALF = ((ROWS, HIDDEN // 2), "float32")  # x's shape with the last dimension halved
-CALLS: dict[str, Call] = {
-    "scale": Call({"out": X, "x": X}, {"factor": 2.0}),
-    "axpby": Call({"out": X, "x": X, "y": X}, {"a": 2.0, "b": -1.0}),
-    "rms_norm": Call({"out": X, "x": X, "weight": ((HIDDEN,), "float32")}, {"eps": 1e-6}),
-    "rms_norm_rstd": Call({"rstd": ROW_VALUES, "x": X}, {"eps": 1e-6}),
-    "rms_norm_backward": Call(
-        {"grad_x": X, "grad": X, "x": X, "weight": ((HIDDEN,), "float32"), "rstd": ROW_VALUES}, {}
-    ),
-    "rms_norm_weight_grad": Call(
-        {"grad_weight": ((HIDDEN,), "float32"), "grad": X, "x": X, "rstd": ROW_VALUES}, {}
-    ),
-    "l2_norm": Call({"out": ((), "float32"), "x": X}, {}),
-    "l2_norm_with_workspace": Call({"out": ((), "float32"), "workspace": ((64,), "float64"), "x": X}, {}),
-    "flatnonzero": Call({"x": X}, {}),
-    "silu_and_mul": Call({"out": HALF, "x": X}, {}),
-    "silu_and_mul_backward": Call({"grad_x": X, "x": X, "grad": HALF}, {}),
-    # Functional forms (include/functional.h): they allocate through the caller's
-    # framework, which NumPy does not publish, so here they raise ValueError; PyTorch calls them.
-    "scale_new": Call({"x": X}, {"factor": 2.0}),
-    "axpby_new": Call({"x": X, "y": X}, {"a": 2.0, "b": -1.0}),
-    "rms_norm_new": Call({"x": X, "weight": ((HIDDEN,), "float32")}, {"eps": 1e-6}),
-    "l2_norm_new": Call({"x": X}, {}),
-    "silu_and_mul_new": Call({"x": X}, {}),
-    "l2_norm_workspace_bytes": Call({}, {"numel": 48, "groups": 1}),
-    "build_info": Call({}, {}),
-}
-# Ops declared in scale_lib.ops.OPS without an entry above (a scaffolded op: every input and the
-# output like x, its scalars at example values) are covered from their declarations.
-_EXAMPLE = {float: 1.5, int: 2, bool: True}
-DERIVED = {
-    spec.name
-    for spec in OPS
-    if spec.name not in CALLS and not spec.output.allocated_by_library and spec.workspace is None
-}
-CALLS |= {
-    spec.name: Call(
-        {"out": X, **{i.name: X for i in spec.inputs}}, {a.name: _EXAMPLE[a.type] for a in spec.attrs}
-    )
-    for spec in OPS
-    if spec.name in DERIVED
-}
-# Functions of example ops that a library made from the template removed are not exported: their
-# entries go (test_every_export_has_a_call below still requires an entry for every export).
-CALLS = {name: call for name, call in CALLS.items() if LIB.get_function_metadata(name) is not None}
-CUDA_ONLY = {spec.name for spec in OPS if "cpu" not in spec.devices}
-
-
 # [read_abi.begin]
 def abi_of(name: str) -> tuple[list[str], list[str], list[str]]:
     """(argument names, outputs, TVM-FFI parameter types) of exported function ``name``.
@@ -110,6 +61,60 @@ def abi_of(name: str) -> tuple[list[str], list[str], list[str]]:
 
 
 # [read_abi.end]
+
+
+X = ((ROWS, HIDDEN), "float32")
+_EXAMPLE = {float: 1.5, int: 2, bool: True}
+
+
+class _Shaped:
+    """An array as a declared shape rule sees it."""
+
+    def __init__(self, shape: tuple[int, ...]) -> None:
+        self.shape, self.ndim = shape, len(shape)
+
+
+def _declared_calls(spec: Any) -> dict[str, Call]:
+    """Valid calls of every function ``spec`` exports, from its declaration alone: its inputs
+    with x of shape X and the others by their shape rules, its output by the output rule under
+    the name its ABI gives it, its scalars at example values; the functional form
+    ``<name>_new`` and, for an op with a workspace, ``<name>_with_workspace`` and the size
+    function."""
+    inputs = {
+        i.name: (X[0] if i.shape is None else tuple(i.shape(X[0])), i.dtype or "float32") for i in spec.inputs
+    }
+    scalars = {a.name: _EXAMPLE[a.type] for a in spec.attrs}
+    calls = {}
+    if spec.output.allocated_by_library:
+        calls[spec.name] = Call(inputs, scalars)
+    else:
+        output = spec.output
+        if output.shape is None:
+            shape = inputs[output.like][0]
+        else:
+            shape = tuple(output.shape(*(_Shaped(s) for s, _ in inputs.values())))
+        out_dtype = output.dtype or inputs[output.like][1]
+        out_name = abi_of(spec.name)[1][0]
+        calls[spec.name] = Call({out_name: (shape, out_dtype), **inputs}, scalars)
+        if spec.workspace is not None:
+            workspace = {"workspace": ((64,), "float64")}
+            calls[f"{spec.name}_with_workspace"] = Call(
+                {out_name: (shape, out_dtype), **workspace, **inputs}, scalars
+            )
+            sizes = abi_of(spec.workspace)[0]  # (numel of x, numel of out)
+            calls[spec.workspace] = Call({}, dict(zip(sizes, (48, 1), strict=True)))
+    calls[f"{spec.name}_new"] = Call(inputs, scalars)  # where the op has a functional form
+    return calls
+
+
+# Every exported function, from the declared ops (functional forms allocate through the caller's
+# framework, which NumPy does not publish, so here they raise ValueError; PyTorch calls them).
+CALLS: dict[str, Call] = {"build_info": Call({}, {})}
+for _spec in OPS:
+    CALLS |= _declared_calls(_spec)
+# Only what the library exports (not every op has a functional form).
+CALLS = {name: call for name, call in CALLS.items() if LIB.get_function_metadata(name) is not None}
+CUDA_ONLY = {spec.name for spec in OPS if "cpu" not in spec.devices}
 
 
 def _exported_names() -> list[str]:
@@ -282,10 +287,16 @@ def _same_array_pairs() -> list[Any]:
     return params
 
 
-IN_PLACE = {("scale", "out", "x"), ("axpby", "out", "x"), ("axpby", "out", "y"), ("rms_norm", "out", "x")}
-IN_PLACE |= {("rms_norm_backward", "grad_x", "grad"), ("rms_norm_backward", "grad_x", "x")}
-# A scaffolded op's output may be any of its inputs (tools/new_op.py writes "out=x, out=y, ...").
-IN_PLACE |= {(spec.name, "out", i.name) for spec in OPS if spec.name in DERIVED for i in spec.inputs}
+# In-place use: an output may be the very same array as any input of its shape and dtype (every
+# op reads each element before writing it, by the thread that writes it), and no other.
+IN_PLACE = {
+    (spec.name, o, i)
+    for spec in OPS
+    if spec.name in CALLS
+    for o in abi_of(spec.name)[1]
+    for i in (x.name for x in spec.inputs)
+    if CALLS[spec.name].tensors[i] == CALLS[spec.name].tensors[o]
+}
 
 
 @pytest.mark.parametrize(("name", "output", "other"), _same_array_pairs())

@@ -137,9 +137,7 @@ def main(argv: list[str]) -> int:
     new_readme = re.sub(rf"^\| `{re.escape(name)}\(.*\n", "", readme_text, flags=re.MULTILINE)
 
     new_readme = without_op_blocks(new_readme, name)
-    pages = {
-        p: without_op_blocks(p.read_text(), name) for p in doc_pages() if p.is_file() and p != readme
-    }
+    pages = {p: without_op_blocks(p.read_text(), name) for p in doc_pages() if p.is_file() and p != readme}
     pages = {p: new for p, new in pages.items() if new != p.read_text()}
     changed = [
         p

@@ -32,7 +32,8 @@ def silu_and_mul_kernel(out_ptr, x_ptr, rows, d, BLOCK: tl.constexpr, COMPUTE: t
 def silu_and_mul_backward_kernel(
     grad_x_ptr, grad_ptr, x_ptr, rows, d, BLOCK: tl.constexpr, COMPUTE: tl.constexpr
 ):
-    # d/da silu(a) * b = b * s * (1 + a * (1 - s)) with s = sigmoid(a); d/db = silu(a).
+    # d/da silu(a) * b = b * s * (1 + a * (1 - s)) with s = sigmoid(a); d/db = silu(a). Each
+    # element of x is loaded before its gradient is stored, by the same program: grad_x may be x.
     cols = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = cols < d
     for row in range(tl.program_id(1), rows, tl.num_programs(1)):
