@@ -23,6 +23,14 @@ def _same(shape: tuple[int, ...]) -> tuple[int, ...]:
     return shape
 
 
+def built_devices(spec: Any) -> tuple[str, ...]:
+    """Where this build of the library has kernels for ``spec``: its declared ``devices``, less
+    CUDA for a Triton op in a build without the Triton kernels (it raises ValueError there)."""
+    if spec.triton and not scale_lib.build_info()["triton"]:
+        return tuple(d for d in spec.devices if d != "cuda")
+    return spec.devices
+
+
 @dataclass(frozen=True)
 class OpCase:
     """How to call one op on arrays of one framework.
@@ -44,9 +52,6 @@ class OpCase:
             last dimension rounds it up); the suites ask for shapes of their own.
         out_shape: the output's shape for ``x``'s shape.
         in_place: ``out`` may be ``x`` itself (an output of ``x``'s shape and dtype).
-        triton: the op's CUDA kernel is written in Triton: a build without the Triton kernels
-            (``build_info()["triton"] == ""``) has no CUDA case (the op's own tests check its
-            error there).
     """
 
     name: str
@@ -64,16 +69,12 @@ class OpCase:
     x_shape: Callable[[tuple[int, ...]], tuple[int, ...]] = _same
     out_shape: Callable[[tuple[int, ...]], tuple[int, ...]] = _same
     in_place: bool = True
-    triton: bool = False
 
     @property
     def devices(self) -> tuple[str, ...]:
-        """Where the op has kernels (its OpSpec's ``devices``, less CUDA for a Triton op in a
-        build without the Triton kernels): a CUDA-only op has no CPU case."""
-        devices = next(spec.devices for spec in OPS if spec.name == self.name)
-        if self.triton and not scale_lib.build_info()["triton"]:
-            return tuple(d for d in devices if d != "cuda")
-        return devices
+        """Where this build has kernels for the op (see built_devices): a CUDA-only op has no
+        CPU case."""
+        return built_devices(next(spec for spec in OPS if spec.name == self.name))
 
     def shapes(self, shape: tuple[int, ...] | None = None) -> dict[str, tuple[int, ...]]:
         """The shape of every array argument when ``x`` has ``shape`` (default: ``self.shape``)."""

@@ -224,3 +224,37 @@ def _no_stray_env(monkeypatch: pytest.MonkeyPatch) -> None:
     # Snippets run as a reader runs them: with no test-only settings.
     monkeypatch.delenv("SCALE_LIB_HYPOTHESIS_PROFILE", raising=False)
     os.environ.setdefault("PYTHONDONTWRITEBYTECODE", "1")
+
+
+# -- op blocks: the parts of shared pages that show one op's code ---------------------------------
+OP_BLOCK = re.compile(r"<!-- (/?)op: (\w+) -->")
+
+
+def test_op_blocks_are_closed_and_name_declared_ops() -> None:
+    # tools/remove_op.py (and new_library.py --ops) delete <!-- op: NAME --> ... <!-- /op: NAME -->
+    # with the op: an unclosed block or a misspelt name would leave its code behind.
+    from scale_lib.ops import OPS
+
+    declared = {spec.name for spec in OPS}
+    problems = []
+    for page in PAGES:
+        open_blocks: list[str] = []
+        where = page.relative_to(ROOT)
+        for closing, name in OP_BLOCK.findall(page.read_text()):
+            if name not in declared:
+                problems.append(f"{where}: op block of {name}, which ops.py does not declare")
+            if not closing:
+                open_blocks.append(name)
+            elif not open_blocks or open_blocks.pop() != name:
+                problems.append(f"{where}: </op: {name}> closes no <op: {name}> block")
+        problems += [f"{where}: op block of {n} is not closed" for n in open_blocks]
+    assert not problems, "\n".join(problems)
+
+
+def test_removing_an_op_removes_its_blocks() -> None:
+    import runpy
+
+    remove = runpy.run_path(str(ROOT / "tools" / "remove_op.py"))
+    text = "a\n<!-- op: foo -->\nfoo's code\n<!-- /op: foo -->\nb <!-- op: foo -->inline<!-- /op: foo -->.\n"
+    assert remove["without_op_blocks"](text, "foo") == "a\nb .\n"
+    assert remove["without_op_blocks"](text, "bar") == text

@@ -45,7 +45,8 @@ def test_torch_second_order_is_right_or_refused(case) -> None:
 def test_jax_second_order_is_refused_with_the_ops_name(case) -> None:
     jax = pytest.importorskip("jax")
     pytest.importorskip("jax_tvm_ffi")
-    arrays = [jax.numpy.asarray(a, dtype=jax.numpy.float32) for a in _inputs(case)]
+    cpu = jax.devices("cpu")[0]  # the CPU cases: on a GPU machine too
+    arrays = [jax.device_put(jax.numpy.asarray(a, dtype=jax.numpy.float32), cpu) for a in _inputs(case)]
 
     def loss(x):
         return case.call(x, *arrays[1:]).sum()

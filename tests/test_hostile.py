@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import pytest
 from backends import _module
+from cases import built_devices
 
 import scale_lib
 from scale_lib._dispatch import _REGISTERED, Dispatcher
@@ -78,12 +79,12 @@ def ops(where: Any = None, device: str | None = "cpu") -> list[Any]:
     return [
         pytest.param(s, id=s.name)
         for s in OPS
-        if (device is None or device in s.devices) and (where is None or where(s))
+        if (device is None or device in built_devices(s)) and (where is None or where(s))
     ]
 
 
 # The ops that take CPU arrays, for tests that loop over the declared ops themselves.
-CPU_OPS = [s for s in OPS if "cpu" in s.devices]
+CPU_OPS = [s for s in OPS if "cpu" in built_devices(s)]
 
 
 def public_has_out(spec: OpSpec) -> bool:
@@ -115,7 +116,7 @@ DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 
 def _need_device(device: str, spec: OpSpec | None = None) -> None:
     torch = _need("torch")
-    if spec is not None and device not in spec.devices:
+    if spec is not None and device not in built_devices(spec):
         pytest.skip(f"{spec.name} has no {device} implementation")
     if device == "cuda" and not (torch.cuda.is_available() and scale_lib.cuda_available()):
         pytest.skip("no CUDA GPU visible to torch, or a CPU-only build")

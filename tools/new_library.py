@@ -99,8 +99,10 @@ def prune_ops(keep: set[str]) -> None:
         text = ops_py.read_text()
         start, end = remove["sections"](text)[op]
         ops_py.write_text(remove["without_unused_imports"](text[:start] + text[end:]))
-        for path in remove["own_files"](op):
+        files = remove["own_files"](op)
+        for path in files:
             path.unlink()
+        remove["remove_empty_folders"](files)
         init = ROOT / "python" / OLD / "__init__.py"
         init.write_text(remove["without_export"](init.read_text(), op))
         readme = ROOT / "README.md"

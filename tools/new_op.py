@@ -597,6 +597,8 @@ def ops_section(s: Spec) -> str:
     if s.cuda_only:
         lines.append('        devices=("cuda",),')
     lines.append(f"        sharding={'None' if s.kind == 'custom' else repr(s.kind)},")
+    if s.lang == "triton":
+        lines.append("        triton=True,")
     params = ", ".join(
         [f"{n}: ArrayT" for n in s.inputs]
         + [f"{a.name}: {a.type}" for a in s.attrs]
@@ -798,11 +800,7 @@ def test_file(s: Spec) -> str:
         f"    np.testing.assert_array_equal(backend.to_numpy({x}), {x}64)\n" for x in s.inputs
     )
     min_dims = 1 if s.kind == "rows" else 0
-    case_extra = "".join(
-        f"\n    {line}"
-        for line, wanted in (("reduction=True,", s.kind == "rows"), ("triton=True,", s.lang == "triton"))
-        if wanted
-    )
+    case_extra = "\n    reduction=True," if s.kind == "rows" else ""
     cpu_only_tests = ""
     if s.cuda_only:
         cpu_only_tests = f"""
@@ -832,7 +830,7 @@ import math
 import numpy as np
 import pytest
 from backends import ALL_BACKENDS, DTYPES, Backend, backend_out_params, backend_params, check_native, shape_id
-from cases import OpCase
+from cases import OpCase, built_devices
 from hypothesis import given
 from hypothesis import strategies as st
 from properties import PROFILE_SETTINGS, _dtypes_for, float_arrays, shapes
@@ -860,7 +858,7 @@ MAX_ABS = 16.0  # inputs of the property test are within [-MAX_ABS, MAX_ABS]
 # Example values of the scalar arguments.
 {attr_consts}# ----------------------------------------------------------------------------------------------
 
-DEVICES = next(spec for spec in OPS if spec.name == "{s.op}").devices
+DEVICES = built_devices(next(spec for spec in OPS if spec.name == "{s.op}"))
 BACKENDS = tuple(b for b in ALL_BACKENDS if b.device in DEVICES)
 SHAPES = {shapes}
 NAN = float("nan")

@@ -45,10 +45,18 @@ def own_files(name: str) -> list[Path]:
         f"tests/test_{name}.py",
         f"docs/kernels/{name}.md",
         f"benchmarks/bench_{name}.py",
+        f"benchmarks/bench_{name}_*.py",
         f"benchmarks/report_{name}.py",
         f"docs/_static/perf/*/{name}.*",
     ]
     return sorted({p for pattern in patterns for p in ROOT.glob(pattern) if p.is_file()})
+
+
+def remove_empty_folders(files: list[Path]) -> None:
+    """The folders that deleting ``files`` emptied (kernels/cubin/ without its last kernel)."""
+    for folder in sorted({p.parent for p in files}, key=lambda p: len(p.parts), reverse=True):
+        if folder != ROOT and folder.is_dir() and not any(folder.iterdir()):
+            folder.rmdir()
 
 
 def doc_pages() -> list[Path]:
@@ -153,6 +161,7 @@ def main(argv: list[str]) -> int:
         return 0
     for path in files:
         path.unlink()
+    remove_empty_folders(files)
     OPS_PY.write_text(new_ops)
     init.write_text(new_init)
     readme.write_text(new_readme)

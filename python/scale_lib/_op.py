@@ -17,7 +17,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ._lib import LIB
+from ._lib import BUILD_INFO, LIB
 from ._spec import Attr, OpSpec, Shape
 
 
@@ -51,6 +51,8 @@ class Op:
         if unknown or not spec.devices:
             raise ValueError(f"{spec.name}: devices must be some of 'cpu', 'cuda'; got {spec.devices}")
         self.cuda_only = "cpu" not in spec.devices
+        # A Triton op in a library built without the Triton kernels has no CUDA kernel.
+        self.cuda_missing = spec.triton and not BUILD_INFO["triton"]
 
     def __repr__(self) -> str:
         return f"<scale_lib op {self.name}>"
@@ -85,12 +87,19 @@ class Op:
             raise TypeError(f"{self.name} has no out=: the size of its result depends on the data")
 
     def check_device(self, device_type: str) -> None:
-        """The library's refusal of a CPU array for an op with only a CUDA implementation, for
-        calls that the framework runs before the library sees them (autograd, tracing)."""
+        """The library's refusal of a CPU array for an op with only a CUDA implementation (and of
+        a CUDA array for a Triton op built without its kernels), for calls that the framework
+        runs before the library sees them (autograd, tracing)."""
         if device_type == "cpu" and self.cuda_only:
             raise ValueError(
                 f"{self.input_names[0]} is a CPU array, but {self.name} has only a CUDA implementation; "
                 "pass a CUDA array"
+            )
+        if device_type == "cuda" and self.cuda_missing:
+            raise ValueError(
+                f"{self.name} has no CUDA kernel in this build of scale_lib: its CUDA kernel is written "
+                "in Triton, and the library was built without Triton. Rebuild with triton installed in "
+                "the build environment (SCALE_LIB_TRITON=ON), or pass a CPU tensor"
             )
 
     def output_shape(self, inputs: tuple[Any, ...]) -> Shape:

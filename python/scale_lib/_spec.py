@@ -128,6 +128,9 @@ class OpSpec:
             Only ``"elementwise"`` ops read it.
         public: whether ``scale_lib.<name>`` is the op's public function (private ops are
             pieces of another op's vjp).
+        triton: the op's CUDA kernel is written in Triton (``kernels/triton/``): a library built
+            without the Triton kernels (``build_info()["triton"] == ""``) has no CUDA kernel for
+            it, and a CUDA array raises ``ValueError`` naming the op.
         jax: options only the JAX adapter reads.
     """
 
@@ -142,4 +145,5 @@ class OpSpec:
     sharding: str | None = None
     linear: bool = False
     public: bool = True
+    triton: bool = False
     jax: JaxOptions = field(default_factory=JaxOptions)

@@ -276,6 +276,7 @@ _silu_and_mul_backward = register(
         ),
         sharding="rows",
         public=False,
+        triton=True,
     )
 )
 _silu_and_mul = register(
@@ -285,6 +286,7 @@ _silu_and_mul = register(
         output=Output(shape=lambda x: _gate_halved(tuple(x.shape))),
         vjp=lambda grad, out, x: (_silu_and_mul_backward.call((x, grad)),),
         sharding="rows",
+        triton=True,
     )
 )
 

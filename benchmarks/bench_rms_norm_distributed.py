@@ -2,8 +2,8 @@
 rows) against the all-gathering behaviour of an op without rules (every device gathers the
 whole input, normalises all of it and holds a replicated output).
 
-    python benchmarks/bench_distributed.py            # 2 GPUs: torch (NCCL) and JAX
-    python benchmarks/bench_distributed.py --quick    # seconds, CPU: gloo and 2 host devices
+    python benchmarks/bench_rms_norm_distributed.py            # 2 GPUs: torch (NCCL) and JAX
+    python benchmarks/bench_rms_norm_distributed.py --quick    # seconds, CPU: gloo and 2 host devices
 
 PyTorch: a DTensor sharded Shard(0), forward and forward+backward ("step"), timed on rank 0
 (CUDA events; wall clock on the CPU). JAX: jax.jit over an array sharded P("b", None) on a
