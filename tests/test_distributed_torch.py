@@ -236,6 +236,35 @@ def rms_norm_backward_ops(mesh: Any, device: Any) -> None:
     _assert_close(wg, ops.rms_norm_weight_grad(g, x, rstd))
 
 
+def silu_and_mul_keeps_row_shards(mesh: Any, device: Any) -> None:
+    # An output with a last dimension of its own, (..., d) from (..., 2d): row shards stay where
+    # they are, forward and backward, with no communication; a sharded last dimension is gathered.
+    from torch.distributed.tensor import Shard, distribute_tensor
+
+    import scale_lib
+
+    x, g = _data(4, 6, 16, device=device), _data(4, 6, 8, seed=2, device=device)
+    xr = x.clone().requires_grad_()
+    scale_lib.silu_and_mul(xr).backward(g)
+    for p in (Shard(0), Shard(1)):
+        dx = distribute_tensor(x, mesh, [p]).requires_grad_()
+        dg = distribute_tensor(g, mesh, [p])
+        with _no_comm() as comm:
+            out = scale_lib.silu_and_mul(dx)
+            out.backward(dg)
+        assert comm.get_total_counts() == 0, (p, comm.get_comm_counts())
+        assert out.placements == (p,) and dx.grad.placements == (p,), (out.placements, dx.grad.placements)
+        _assert_close(out, scale_lib.silu_and_mul(x))
+        _assert_close(dx.grad, xr.grad)
+    out = scale_lib.silu_and_mul(distribute_tensor(x, mesh, [Shard(2)]))
+    assert out.placements != (Shard(2),), out.placements
+    _assert_close(out, scale_lib.silu_and_mul(x))
+
+
+if hasattr(scale_lib, "silu_and_mul"):  # a library made without it has no such op
+    check(silu_and_mul_keeps_row_shards)
+
+
 @check
 def l2_norm_partial_norms(mesh: Any, device: Any) -> None:
     from torch.distributed.tensor import Partial, Replicate, Shard, distribute_tensor

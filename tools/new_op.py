@@ -40,6 +40,7 @@ import re
 import shutil
 import subprocess
 import sys
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -620,8 +621,9 @@ def ops_section(s: Spec) -> str:
     return {"(g,)" if n == 1 else "(" + ", ".join(["g"] * n) + ")"}
 """
     else:
-        vjp = f"""    # out = {s.py_scaled(s.py_value())}: the same gradient for every input.
-    g = {s.py_scaled("grad")}
+        said = f"out = {s.py_scaled(s.py_value())}: the same gradient for every input."
+        comment = "".join(f"    # {line}\n" for line in textwrap.wrap(said, 100))
+        vjp = f"""{comment}    g = {s.py_scaled("grad")}
     return {"(g,)" if n == 1 else "(" + ", ".join(["g"] * n) + ")"}
 """
     described = "".join(
