@@ -1151,21 +1151,37 @@ def parse(argv: list[str]) -> tuple[Spec, bool]:
     return Spec(op, library, inputs, tuple(attrs), args.kind, args.cuda_only, args.lang), not args.no_format
 
 
-def _formatter(name: str) -> str | None:
-    beside = Path(sys.executable).parent / name
-    return str(beside) if beside.exists() else shutil.which(name)
+def _formatters() -> dict[str, str]:
+    """ruff and clang-format at the versions .pre-commit-config.yaml pins, so that the new files
+    pass the lint as written: this Python's (or PATH's) where those are the pinned versions, else
+    from a private environment made once from their PyPI wheels (.venv-template, shared with
+    tools/update_from_template.py)."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    from update_from_template import tool_python
+
+    bin_dir = tool_python(ROOT).parent
+    found = {name: bin_dir / name for name in ("ruff", "clang-format")}
+    return {name: str(exe) if exe.exists() else (shutil.which(name) or name) for name, exe in found.items()}
 
 
 def format_files(paths: list[Path]) -> None:
-    """Format what was written with the project's formatters, where they are installed."""
+    """Format what was written with the project's pinned formatters."""
     cpp = [str(p) for p in paths if p.suffix in (".h", ".cu", ".cc", ".cuh")]
     py = [str(p) for p in paths if p.suffix == ".py"]
-    for tool, files, cmd in (("clang-format", cpp, ["-i"]), ("ruff", py, ["format", "-q"])):
-        exe = _formatter(tool)
-        if exe is None:
-            print(f"note: {tool} not found; run `pre-commit run --all-files` to format the new files")
-        elif files:
-            subprocess.run([exe, *cmd, *files], check=True, cwd=ROOT)
+    try:
+        tools = _formatters()
+        for tool, files, cmd in (("clang-format", cpp, ["-i"]), ("ruff", py, ["format", "-q"])):
+            if files:
+                subprocess.run([tools[tool], *cmd, *files], check=True, cwd=ROOT)
+    except (OSError, subprocess.CalledProcessError) as error:  # no network for the wheels, say
+        print(f"note: the new files are not formatted ({error}); run `pre-commit run --all-files`")
+
+
+def track(paths: list[Path]) -> None:
+    """Tell git about the new files (intent to add): pre-commit and `git diff` see only tracked
+    files, so the lint checks them on its first run."""
+    if (ROOT / ".git").exists():
+        subprocess.run(["git", "add", "--intent-to-add", *map(str, paths)], cwd=ROOT, check=False)
 
 
 def main(argv: list[str]) -> int:
@@ -1197,6 +1213,7 @@ def main(argv: list[str]) -> int:
     add_readme_row(ROOT / "README.md", s)
     if run_formatters:
         format_files([ROOT / p for p in created] + [ops_py, package / "__init__.py"])
+    track([ROOT / p for p in created])
     edited = [f"python/{s.lib}/ops.py", f"python/{s.lib}/__init__.py", "README.md"]
     print(f"created {', '.join(created)}")
     print(f"edited  {', '.join(edited)}")
