@@ -34,6 +34,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <string>
+#include <type_traits>
 
 #if defined(__CUDACC__)
 #include <cuda_bf16.h>
@@ -102,6 +103,21 @@ inline std::string FloatingDTypeNames() {
   SCALE_LIB_FOR_EACH_FLOATING_DTYPE(SCALE_LIB_APPEND_DTYPE_NAME)
 #undef SCALE_LIB_APPEND_DTYPE_NAME
   return names;
+}
+
+// The name of storage type T ("float16", ...): the suffix of the per-dtype entry points of
+// embedded CUBIN and Triton kernels.
+template <typename T>
+constexpr const char* DTypeName() {
+#define SCALE_LIB_NAME_IF(dl_dtype, ctype, name) \
+  if constexpr (std::is_same_v<T, ctype>) {      \
+    return name;                                 \
+  } else
+  SCALE_LIB_FOR_EACH_FLOATING_DTYPE(SCALE_LIB_NAME_IF) {
+    static_assert(!sizeof(T), "DTypeName: not a floating storage type");
+    return nullptr;
+  }
+#undef SCALE_LIB_NAME_IF
 }
 
 // A value-less stand-in for a type, so a generic lambda can receive "the dtype" as an argument.

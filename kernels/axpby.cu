@@ -6,7 +6,6 @@
 
 #include <cstdint>
 #include <string>
-#include <type_traits>
 
 #include "axpby.h"
 #include "cuda_float.cuh"
@@ -18,23 +17,14 @@ TVM_FFI_EMBED_CUBIN(axpby_kernels);
 namespace scale_lib {
 namespace {
 
-// The entry point names end in the dtype: axpby_packed_float16, ...
-template <typename T>
-constexpr const char* DTypeSuffix() {
-  if constexpr (std::is_same_v<T, float16_t>) return "float16";
-  if constexpr (std::is_same_v<T, bfloat16_t>) return "bfloat16";
-  if constexpr (std::is_same_v<T, float>) return "float32";
-  if constexpr (std::is_same_v<T, double>) return "float64";
-}
-
 // Looked up once per process (the fatbin is loaded on first use, so CPU-only callers never
 // touch the driver); CubinKernel handles are valid on every device.
 template <typename T>
 tvm::ffi::CubinKernel& AxpbyKernel(bool packed) {
   static tvm::ffi::CubinKernel packed_kernel = TVM_FFI_EMBED_CUBIN_GET_KERNEL(
-      axpby_kernels, (std::string("axpby_packed_") + DTypeSuffix<T>()).c_str());
+      axpby_kernels, (std::string("axpby_packed_") + DTypeName<T>()).c_str());
   static tvm::ffi::CubinKernel any_kernel = TVM_FFI_EMBED_CUBIN_GET_KERNEL(
-      axpby_kernels, (std::string("axpby_any_alignment_") + DTypeSuffix<T>()).c_str());
+      axpby_kernels, (std::string("axpby_any_alignment_") + DTypeName<T>()).c_str());
   return packed ? packed_kernel : any_kernel;
 }
 

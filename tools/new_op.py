@@ -418,7 +418,6 @@ def triton_launcher(s: Spec) -> str:
 #include <algorithm>
 #include <cstdint>
 #include <string>
-#include <type_traits>
 
 #include "cuda_float.cuh"
 #include "{s.op}.h"
@@ -430,14 +429,6 @@ namespace {{
 
 constexpr int64_t kBlock = 1024;          // BLOCK in {s.op}.py
 constexpr int64_t kMaxPrograms = 65536;   // the kernel loops over the rest
-
-template <typename T>
-constexpr const char* DTypeName() {{
-  if constexpr (std::is_same_v<T, float16_t>) return "float16";
-  if constexpr (std::is_same_v<T, bfloat16_t>) return "bfloat16";
-  if constexpr (std::is_same_v<T, float>) return "float32";
-  if constexpr (std::is_same_v<T, double>) return "float64";
-}}
 
 // The entry point {s.op}_<dtype>_<layout>, loaded once per process.
 template <typename T>

@@ -20,14 +20,6 @@ constexpr int64_t kBlock = 1024;
 constexpr int64_t kMaxGridY = 65535;
 constexpr int64_t kMaxGridX = (int64_t{1} << 31) - 1;
 
-template <typename T>
-constexpr const char* DTypeName() {
-  if constexpr (std::is_same_v<T, float16_t>) return "float16";
-  if constexpr (std::is_same_v<T, bfloat16_t>) return "bfloat16";
-  if constexpr (std::is_same_v<T, float>) return "float32";
-  if constexpr (std::is_same_v<T, double>) return "float64";
-}
-
 // The entry point `<op>_<dtype>_<layout>`, loaded once per process. Layouts: "aligned"
 // (pointers 16-byte aligned, d a multiple of 16: wide loads) or "any".
 template <typename T>
