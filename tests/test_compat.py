@@ -6,6 +6,7 @@ import os
 import re
 import subprocess
 import sys
+import textwrap
 import tomllib
 from pathlib import Path
 
@@ -64,8 +65,9 @@ def test_framework_floors_are_the_tested_ones() -> None:
     for name, floor in floors.items():
         assert name in pins, f"noxfile.py LOWEST has no pin for {name}"
         assert _lib.version_key(pins[name]) == _lib.version_key(floor), (name, pins[name], floor)
-    from scale_lib import _jax
+    from scale_lib import _jax, _numpy
 
+    assert _lib.version_key(floors["numpy"]) == _lib.version_key(_numpy.NUMPY_LOWEST)
     assert _lib.version_key(floors["jax"]) == _lib.version_key(_jax.JAX_LOWEST)
     assert _lib.version_key(floors["jax-tvm-ffi"]) == _lib.version_key(_jax.JAX_TVM_FFI_LOWEST)
 
@@ -344,3 +346,35 @@ def test_old_jax_is_left_alone_and_refused_at_the_call(
             f"{_jax.JAX_TVM_FFI_LOWEST} to run on JAX arrays, but {found} is installed."
         ) in refusal
     assert lines[-1] == "jax still works: [2.0, 2.0, 2.0] numpy works: [2.0, 2.0]"
+
+
+def test_numpy_below_the_floor_is_refused_with_the_versions() -> None:
+    from scale_lib import _numpy
+
+    assert _numpy.unsupported_version(_numpy.NUMPY_LOWEST) is None
+    assert _numpy.unsupported_version("2.4.0") is None
+    problem = _numpy.unsupported_version("1.26.4")
+    assert problem is not None
+    assert f"numpy>={_numpy.NUMPY_LOWEST}" in problem and "numpy 1.26.4 is installed" in problem
+
+
+def test_an_old_numpy_gets_a_clear_error_at_the_first_call() -> None:
+    # In a fresh interpreter whose NumPy reports an older release: the first call with a NumPy
+    # array raises RuntimeError naming both versions (not a raw DLPack TypeError), every time.
+    code = textwrap.dedent(
+        """
+        import numpy as np
+        np.__version__ = "2.0.2"
+        import scale_lib
+        for _ in range(2):
+            try:
+                scale_lib.scale(np.ones(3, np.float32), 2.0)
+            except RuntimeError as error:
+                print("refused:", error)
+        """
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert run.returncode == 0, run.stderr
+    lines = [line for line in run.stdout.splitlines() if line.startswith("refused:")]
+    assert len(lines) == 2, run.stdout
+    assert "numpy 2.0.2 is installed" in lines[0] and "pip install 'numpy>=" in lines[0]

@@ -15,7 +15,24 @@ from typing import Any
 import tvm_ffi
 
 from ._adapter import Adapter
+from ._lib import version_key
 from ._spec import Shape
+
+# The oldest NumPy this package works with: the floor of pyproject.toml's `numpy` extra, which
+# `nox -s tests_lowest` installs. Before NumPy 2.1 there is no versioned DLPack export, which
+# read-only and bfloat16 arrays need.
+NUMPY_LOWEST = "2.1.3"
+
+
+def unsupported_version(numpy_version: str) -> str | None:
+    """Why scale_lib cannot take arrays of this NumPy (``None``: it can)."""
+    if version_key(numpy_version) >= version_key(NUMPY_LOWEST):
+        return None
+    return (
+        f"scale_lib needs numpy>={NUMPY_LOWEST} to take NumPy arrays, but numpy {numpy_version} is "
+        "installed: older releases cannot export read-only and bfloat16 arrays through the "
+        f"versioned DLPack protocol. Upgrade: pip install 'numpy>={NUMPY_LOWEST}'"
+    )
 
 
 class NumPyAdapter(Adapter):
@@ -26,9 +43,13 @@ class NumPyAdapter(Adapter):
         return None if numpy is None else numpy.ndarray
 
     def check_type(self, cls: type, arg_name: str) -> None:
+        # Runs on the first array of each type only (the dispatcher remembers the types it took).
+        numpy = sys.modules["numpy"]
+        problem = unsupported_version(str(numpy.__version__))
+        if problem is not None:
+            raise RuntimeError(problem)
         # Subclasses whose values are not what their buffer holds (a masked array's mask) would
         # be computed on the raw buffer: refuse them. Memory maps are plain buffers.
-        numpy = sys.modules["numpy"]
         if cls is not numpy.ndarray and not issubclass(cls, numpy.memmap):
             raise TypeError(
                 f"{arg_name} is a {cls.__module__}.{cls.__qualname__}, a NumPy array subclass "
