@@ -9,6 +9,7 @@ devices (``--xla_force_host_platform_device_count=4``); each check is one test h
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import subprocess
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cases import public_op_names
 
 import scale_lib
 
@@ -178,34 +180,6 @@ def rms_norm_grad() -> None:
     assert np.all(np.isfinite(np.asarray(gw)))
 
 
-def silu_and_mul_rows_sharded() -> None:
-    # An output with a last dimension of its own, (..., d) from (..., 2d): rows stay sharded, the
-    # last dimensions whole; the backward too.
-    import jax
-
-    import scale_lib
-
-    mesh = _mesh(("b", "s"))
-    x = _data(4, 6, 32)
-    xs = _put(x, mesh, "b", "s", None)
-    out, hlo = _compiled(scale_lib.silu_and_mul, xs)
-    _no_gather(hlo)
-    _assert_spec(out, mesh, "b", "s", None)
-    _close(out, scale_lib.silu_and_mul(x))
-
-    def loss(a: Any) -> Any:
-        return (scale_lib.silu_and_mul(a) ** 2).sum()
-
-    grad, grad_hlo = _compiled(jax.grad(loss), xs)
-    _no_gather(grad_hlo)
-    _assert_spec(grad, mesh, "b", "s", None)
-    _close(grad, jax.grad(loss)(x), rtol=1e-4, atol=1e-5)
-
-
-if hasattr(scale_lib, "silu_and_mul"):  # a library made without it has no such op
-    check(silu_and_mul_rows_sharded)
-
-
 @check
 def scale_and_axpby_grad() -> None:
     import jax
@@ -307,6 +281,13 @@ def eager_call_on_sharded_array() -> None:
 # ---------------------------------------------------------------------------------------------
 # The child
 # ---------------------------------------------------------------------------------------------
+# Checks an op declares with its own tests (tests/test_<op>.py: SHARDED_JAX_CHECKS, functions
+# using the helpers above), so that they go with the op when a library drops it.
+for _op in public_op_names():
+    for _f in getattr(importlib.import_module(f"test_{_op}"), "SHARDED_JAX_CHECKS", ()):
+        check(_f)
+
+
 def _main() -> None:
     import jax
 

@@ -9,6 +9,7 @@ on both ranks in the same order; rank 0 reports each one's outcome, and each is 
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import subprocess
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cases import public_op_names
 
 import scale_lib
 
@@ -236,35 +238,6 @@ def rms_norm_backward_ops(mesh: Any, device: Any) -> None:
     _assert_close(wg, ops.rms_norm_weight_grad(g, x, rstd))
 
 
-def silu_and_mul_keeps_row_shards(mesh: Any, device: Any) -> None:
-    # An output with a last dimension of its own, (..., d) from (..., 2d): row shards stay where
-    # they are, forward and backward, with no communication; a sharded last dimension is gathered.
-    from torch.distributed.tensor import Shard, distribute_tensor
-
-    import scale_lib
-
-    x, g = _data(4, 6, 16, device=device), _data(4, 6, 8, seed=2, device=device)
-    xr = x.clone().requires_grad_()
-    scale_lib.silu_and_mul(xr).backward(g)
-    for p in (Shard(0), Shard(1)):
-        dx = distribute_tensor(x, mesh, [p]).requires_grad_()
-        dg = distribute_tensor(g, mesh, [p])
-        with _no_comm() as comm:
-            out = scale_lib.silu_and_mul(dx)
-            out.backward(dg)
-        assert comm.get_total_counts() == 0, (p, comm.get_comm_counts())
-        assert out.placements == (p,) and dx.grad.placements == (p,), (out.placements, dx.grad.placements)
-        _assert_close(out, scale_lib.silu_and_mul(x))
-        _assert_close(dx.grad, xr.grad)
-    out = scale_lib.silu_and_mul(distribute_tensor(x, mesh, [Shard(2)]))
-    assert out.placements != (Shard(2),), out.placements
-    _assert_close(out, scale_lib.silu_and_mul(x))
-
-
-if hasattr(scale_lib, "silu_and_mul"):  # a library made without it has no such op
-    check(silu_and_mul_keeps_row_shards)
-
-
 @check
 def l2_norm_partial_norms(mesh: Any, device: Any) -> None:
     from torch.distributed.tensor import Partial, Replicate, Shard, distribute_tensor
@@ -391,6 +364,13 @@ def block_tensor_sequence_parallel(mesh: Any, device: Any) -> None:
 # ---------------------------------------------------------------------------------------------
 # The two processes
 # ---------------------------------------------------------------------------------------------
+# Checks an op declares with its own tests (tests/test_<op>.py: SHARDED_TORCH_CHECKS, functions
+# of (mesh, device) using the helpers above), so that they go with the op when a library drops it.
+for _op in public_op_names():
+    for _f in getattr(importlib.import_module(f"test_{_op}"), "SHARDED_TORCH_CHECKS", ()):
+        check(_f)
+
+
 def _rank_main(rank: int, backend: str, port: int, result_path: str) -> None:
     sys.path.insert(0, str(EXAMPLES))
     import distributed_block as example

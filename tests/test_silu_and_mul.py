@@ -365,3 +365,56 @@ def test_build_info_names_the_triton_release() -> None:
     assert isinstance(info["triton"], str)
     if not info["cuda"]:
         assert info["triton"] == "", "a CPU-only build compiles no Triton kernels"
+
+
+# -- distributed arrays: checks the sharding suites run (test_distributed_jax.py, 4 host devices
+# or 2 GPUs; test_distributed_torch.py, 2 ranks), with their helpers ----------------------------
+def silu_and_mul_jax_rows_sharded() -> None:
+    # An output with a last dimension of its own, (..., d) from (..., 2d): rows stay sharded, the
+    # last dimensions whole; the backward too; no all-gather in the compiled HLO.
+    import jax
+    from test_distributed_jax import _assert_spec, _close, _compiled, _data, _mesh, _no_gather, _put
+
+    mesh = _mesh(("b", "s"))
+    x = _data(4, 6, 32)
+    xs = _put(x, mesh, "b", "s", None)
+    out, hlo = _compiled(scale_lib.silu_and_mul, xs)
+    _no_gather(hlo)
+    _assert_spec(out, mesh, "b", "s", None)
+    _close(out, scale_lib.silu_and_mul(x))
+
+    def loss(a):
+        return (scale_lib.silu_and_mul(a) ** 2).sum()
+
+    grad, grad_hlo = _compiled(jax.grad(loss), xs)
+    _no_gather(grad_hlo)
+    _assert_spec(grad, mesh, "b", "s", None)
+    _close(grad, jax.grad(loss)(x), rtol=1e-4, atol=1e-5)
+
+
+def silu_and_mul_dtensor_keeps_row_shards(mesh, device) -> None:
+    # Row shards stay where they are, forward and backward, with no communication; a sharded
+    # last dimension is gathered.
+    from test_distributed_torch import _assert_close, _data, _no_comm
+    from torch.distributed.tensor import Shard, distribute_tensor
+
+    x, g = _data(4, 6, 16, device=device), _data(4, 6, 8, seed=2, device=device)
+    xr = x.clone().requires_grad_()
+    scale_lib.silu_and_mul(xr).backward(g)
+    for p in (Shard(0), Shard(1)):
+        dx = distribute_tensor(x, mesh, [p]).requires_grad_()
+        dg = distribute_tensor(g, mesh, [p])
+        with _no_comm() as comm:
+            out = scale_lib.silu_and_mul(dx)
+            out.backward(dg)
+        assert comm.get_total_counts() == 0, (p, comm.get_comm_counts())
+        assert out.placements == (p,) and dx.grad.placements == (p,), (out.placements, dx.grad.placements)
+        _assert_close(out, scale_lib.silu_and_mul(x))
+        _assert_close(dx.grad, xr.grad)
+    out = scale_lib.silu_and_mul(distribute_tensor(x, mesh, [Shard(2)]))
+    assert out.placements != (Shard(2),), out.placements
+    _assert_close(out, scale_lib.silu_and_mul(x))
+
+
+SHARDED_JAX_CHECKS = (silu_and_mul_jax_rows_sharded,)
+SHARDED_TORCH_CHECKS = (silu_and_mul_dtensor_keeps_row_shards,)
