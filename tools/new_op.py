@@ -347,8 +347,10 @@ def triton_source(s: Spec) -> str:
         ]
     )
     aligned = ", ".join(f'"{p}"' for p in [*pointers, "n"])
+    formula = "\n".join(textwrap.wrap(s.formula, 96, break_long_words=False, break_on_hyphens=False))
     return f'''# SPDX-License-Identifier: Apache-2.0
-"""{s.op} in Triton (scaffolded by tools/new_op.py): {s.formula}, elementwise.
+"""{s.op} in Triton (scaffolded by tools/new_op.py), elementwise:
+{formula}
 
 Compiled ahead of time by the build (tools/triton_aot.py) for every CUDA architecture of the build
 plus PTX, into the library: no Triton at run time. Its launcher is kernels/triton/{s.op}.cu; the
