@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 import scale_lib
+from scale_lib._dispatch import _REGISTERED
 from scale_lib.ops import OPS
 
 
@@ -25,10 +26,9 @@ def _same(shape: tuple[int, ...]) -> tuple[int, ...]:
 
 def built_devices(spec: Any) -> tuple[str, ...]:
     """Where this build of the library has kernels for ``spec``: its declared ``devices``, less
-    CUDA for a Triton op in a build without the Triton kernels (it raises ValueError there)."""
-    if spec.triton and not scale_lib.build_info()["triton"]:
-        return tuple(d for d in spec.devices if d != "cuda")
-    return spec.devices
+    CUDA for a Triton op in a build without the Triton kernels (it raises ValueError there), as
+    the library's own Op derives it."""
+    return _REGISTERED[spec.name].devices
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ import numpy as np
 import pytest
 
 import scale_lib
+from scale_lib._op import _Probe  # an array as a declared shape rule sees it
 from scale_lib.ops import OPS
 
 LIB: Any = scale_lib.lib
@@ -67,13 +68,6 @@ X = ((ROWS, HIDDEN), "float32")
 _EXAMPLE = {float: 1.5, int: 2, bool: True}
 
 
-class _Shaped:
-    """An array as a declared shape rule sees it."""
-
-    def __init__(self, shape: tuple[int, ...]) -> None:
-        self.shape, self.ndim = shape, len(shape)
-
-
 def _declared_calls(spec: Any) -> dict[str, Call]:
     """Valid calls of every function ``spec`` exports, from its declaration alone: its inputs
     with x of shape X and the others by their shape rules, its output by the output rule under
@@ -92,7 +86,7 @@ def _declared_calls(spec: Any) -> dict[str, Call]:
         if output.shape is None:
             shape = inputs[output.like][0]
         else:
-            shape = tuple(output.shape(*(_Shaped(s) for s, _ in inputs.values())))
+            shape = tuple(output.shape(*(_Probe(s, d) for s, d in inputs.values())))
         out_dtype = output.dtype or inputs[output.like][1]
         out_name = abi_of(spec.name)[1][0]
         calls[spec.name] = Call({out_name: (shape, out_dtype), **inputs}, scalars)

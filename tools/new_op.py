@@ -236,8 +236,20 @@ def rows_and_cols(s: Spec) -> str:
     )
 
 
-def cuda_source(s: Spec) -> str:
+def cuda_function_head(s: Spec, size: str) -> str:
+    """The CUDA function's first steps, for every kind: validate, `size` (the element or row
+    counts and the early return), device guard, stream, dtype dispatch, up to the type T."""
     x = s.inputs[0]
+    return f"""void {s.camel}CUDA({s.cpp_params()}) {{
+  Check{s.camel}Args({", ".join(("out", *s.inputs))});  // 1. validate
+{size}  ffi::CUDADeviceGuard guard({x}.device().device_id);  // 2. device guard
+  cudaStream_t stream = GetCudaStream({x}.device());   // 3. stream
+  DispatchFloating({x}.dtype(), "{x}", [&](auto tag) {{  // 4. dtype dispatch + launch
+    using T = typename decltype(tag)::type;
+"""
+
+
+def cuda_source(s: Spec) -> str:
     twin = "" if s.cuda_only else f" The CPU twin is kernels/{s.op}_cpu.cc."
     if s.kind == "custom":
         kernel_params = ", ".join(
@@ -276,15 +288,7 @@ __global__ void {s.camel}Kernel({kernel_params}) {{
 
 }}  // namespace gpu
 
-void {s.camel}CUDA({s.cpp_params()}) {{
-  Check{s.camel}Args({", ".join(("out", *s.inputs))});  // 1. validate
-  const int64_t n = {x}.numel();
-  if (n == 0) return;
-  ffi::CUDADeviceGuard guard({x}.device().device_id);  // 2. device guard
-  cudaStream_t stream = GetCudaStream({x}.device());   // 3. stream
-  DispatchFloating({x}.dtype(), "{x}", [&](auto tag) {{  // 4. dtype dispatch + launch
-    using T = typename decltype(tag)::type;
-    constexpr int kThreads = 256;
+{cuda_function_head(s, element_count(s))}    constexpr int kThreads = 256;
     gpu::{s.camel}Kernel<T><<<gpu::GridSize(n, kThreads), kThreads, 0, stream>>>({launch_args});
     CHECK_CUDA_LAUNCH();  // 5. check
   }});
@@ -310,13 +314,7 @@ void {s.camel}CUDA({s.cpp_params()}) {{
 
 namespace {s.lib} {{
 
-void {s.camel}CUDA({s.cpp_params()}) {{
-  Check{s.camel}Args({", ".join(("out", *s.inputs))});  // 1. validate
-{size}  ffi::CUDADeviceGuard guard({x}.device().device_id);  // 2. device guard
-  cudaStream_t stream = GetCudaStream({x}.device());   // 3. stream
-  DispatchFloating({x}.dtype(), "{x}", [&](auto tag) {{  // 4. dtype dispatch + launch
-    using T = typename decltype(tag)::type;
-    using C = gpu::Compute<T>;
+{cuda_function_head(s, size)}    using C = gpu::Compute<T>;
     {launch}
   }});  // 5. check: inside the launcher
 }}
@@ -412,6 +410,7 @@ def triton_launcher(s: Spec) -> str:
         + ["n"]
     )
     aligned = " && ".join(f"gpu::IsAligned({n}_ptr, 16)" for n in pointers)
+    head = cuda_function_head(s, element_count(s))
     return f"""// SPDX-License-Identifier: Apache-2.0
 // CUDA {s.op}: the Triton kernel of {s.op}.py (scaffolded by tools/new_op.py), compiled ahead of
 // time and embedded by the build ({s.op}_triton.h is generated), launched on the caller's stream
@@ -447,15 +446,7 @@ const TritonKernel& Kernel(bool aligned) {{
 
 }}  // namespace
 
-void {s.camel}CUDA({s.cpp_params()}) {{
-  Check{s.camel}Args({", ".join(("out", *s.inputs))});  // 1. validate
-  const int64_t n = {x}.numel();
-  if (n == 0) return;
-  ffi::CUDADeviceGuard guard({x}.device().device_id);  // 2. device guard
-  cudaStream_t stream = GetCudaStream({x}.device());   // 3. stream
-  DispatchFloating({x}.dtype(), "{x}", [&](auto tag) {{  // 4. dtype dispatch + launch
-    using T = typename decltype(tag)::type;
-{ptr_decls}{scalar_decls}    const bool aligned = n % 16 == 0 && {aligned};
+{head}{ptr_decls}{scalar_decls}    const bool aligned = n % 16 == 0 && {aligned};
     const tvm::ffi::dim3 grid(static_cast<unsigned>(std::min((n + kBlock - 1) / kBlock, kMaxPrograms)));
     // The kernel's arguments in its order; 5. the launcher checks the launch.
     Kernel<T>(aligned).Launch(grid, {x}.device(), stream, {", ".join(args)});

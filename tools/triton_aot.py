@@ -249,11 +249,12 @@ def main(argv: list[str]) -> int:
     entries: dict[str, dict[str, int]] = {}
     report: dict[str, Any] = {}
     for name, entry in specializations.items():
-        compiled = {cc: compile_entry(name, entry, cc) for cc in real}
-        ptx = {cc: compile_entry(name, entry, cc).asm["ptx"] for cc in virtual}
-        entries[name] = launch_data(name, compiled or {virtual[0]: compile_entry(name, entry, virtual[0])})
-        images = [("elf", cc, k.asm["cubin"]) for cc, k in compiled.items()]
-        images += [("ptx", cc, portable_ptx(text, cc, args.ptxas).encode()) for cc, text in ptx.items()]
+        # Once per architecture: an NN-real and NN-virtual pair shares one compilation.
+        compiled = {cc: compile_entry(name, entry, cc) for cc in sorted({*real, *virtual})}
+        entries[name] = launch_data(name, compiled)
+        images = [("elf", cc, compiled[cc].asm["cubin"]) for cc in real]
+        for cc in virtual:
+            images.append(("ptx", cc, portable_ptx(compiled[cc].asm["ptx"], cc, args.ptxas).encode()))
         write_fatbin(args.out_dir / f"{name}.fatbin", images, args.fatbinary)
         report[name] = {"launch": entries[name], "cubins": [f"sm_{cc}" for cc in real],
                         "ptx": [f"compute_{cc}" for cc in virtual]}  # fmt: skip

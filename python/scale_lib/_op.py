@@ -53,6 +53,8 @@ class Op:
         self.cuda_only = "cpu" not in spec.devices
         # A Triton op in a library built without the Triton kernels has no CUDA kernel.
         self.cuda_missing = spec.triton and not BUILD_INFO["triton"]
+        # Where this build has kernels for the op.
+        self.devices = tuple(d for d in spec.devices if not (d == "cuda" and self.cuda_missing))
 
     def __repr__(self) -> str:
         return f"<scale_lib op {self.name}>"
