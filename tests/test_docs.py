@@ -226,35 +226,59 @@ def _no_stray_env(monkeypatch: pytest.MonkeyPatch) -> None:
     os.environ.setdefault("PYTHONDONTWRITEBYTECODE", "1")
 
 
-# -- op blocks: the parts of shared pages that show one op's code ---------------------------------
-OP_BLOCK = re.compile(r"<!-- (/?)op: (\w+) -->")
+# -- op blocks: the parts of shared files that are one op's ---------------------------------------
+MD_MARK = re.compile(r"<!-- (/?)op: (\w+(?:, \w+)*) -->")
+CODE_MARK = re.compile(r"^[ \t]*(?:#|//) (/?)op: (\w+(?:, \w+)*)[ \t]*$", re.MULTILINE)
 
 
+def _remover() -> dict:
+    import runpy
+
+    return runpy.run_path(str(ROOT / "tools" / "remove_op.py"))
+
+
+@pytest.mark.skipif(not (ROOT / "tools" / "remove_op.py").is_file(), reason="no tools/remove_op.py here")
 def test_op_blocks_are_closed_and_name_declared_ops() -> None:
-    # tools/remove_op.py (and new_library.py --ops) delete <!-- op: NAME --> ... <!-- /op: NAME -->
-    # with the op: an unclosed block or a misspelt name would leave its code behind.
+    # tools/remove_op.py (and new_library.py --ops) delete an op's blocks and op-file files with
+    # the op: an unclosed block or a misspelt name would leave its code behind.
     from scale_lib.ops import OPS
 
+    remove = _remover()
     declared = {spec.name for spec in OPS}
     problems = []
-    for page in PAGES:
+    for path, text in remove["project_texts"]().items():
+        where = path.relative_to(ROOT)
+        marks = (MD_MARK if path.suffix == ".md" else CODE_MARK).findall(text)
+        owners = remove["file_owners"](text)
         open_blocks: list[str] = []
-        where = page.relative_to(ROOT)
-        for closing, name in OP_BLOCK.findall(page.read_text()):
-            if name not in declared:
-                problems.append(f"{where}: op block of {name}, which ops.py does not declare")
+        for closing, ops in marks:
+            problems += [
+                f"{where}: op block of {n}, which ops.py does not declare"
+                for n in ops.split(", ")
+                if n not in declared
+            ]
             if not closing:
-                open_blocks.append(name)
-            elif not open_blocks or open_blocks.pop() != name:
-                problems.append(f"{where}: </op: {name}> closes no <op: {name}> block")
+                open_blocks.append(ops)
+            elif not open_blocks or open_blocks.pop() != ops:
+                problems.append(f"{where}: /op: {ops} closes no op: {ops} block")
         problems += [f"{where}: op block of {n} is not closed" for n in open_blocks]
+        problems += [f"{where}: op-file of {n}, which ops.py does not declare" for n in owners - declared]
     assert not problems, "\n".join(problems)
 
 
+@pytest.mark.skipif(not (ROOT / "tools" / "remove_op.py").is_file(), reason="no tools/remove_op.py here")
 def test_removing_an_op_removes_its_blocks() -> None:
-    import runpy
-
-    remove = runpy.run_path(str(ROOT / "tools" / "remove_op.py"))
+    remove = _remover()
     text = "a\n<!-- op: foo -->\nfoo's code\n<!-- /op: foo -->\nb <!-- op: foo -->inline<!-- /op: foo -->.\n"
     assert remove["without_op_blocks"](text, "foo") == "a\nb .\n"
     assert remove["without_op_blocks"](text, "bar") == text
+    code = "a = 1\n    # op: foo, bar\n    b = foo()\n    # /op: foo, bar\n// op: bar\nc\n// /op: bar\nd\n"
+    assert remove["without_op_blocks"](code, "foo") == "a = 1\n// op: bar\nc\n// /op: bar\nd\n"
+    assert remove["without_op_blocks"](code, "bar") == "a = 1\nd\n"
+    assert remove["without_op_blocks"](code, "fo") == code
+    table = "| op | x |\n| --- | --- |\n| `foo(x)` | 1 |\n| `foo` backward | 2 |\n| `foobar` | 3 |\n"
+    assert remove["without_table_rows"](table, "foo") == "| op | x |\n| --- | --- |\n| `foobar` | 3 |\n"
+    assert remove["file_owners"]("# SPDX\n# op-file: foo, bar\n") == {"foo", "bar"}
+    assert (
+        remove["without_answer"]("_commit: x\nops: scale,foo,bar\n", "foo") == "_commit: x\nops: scale,bar\n"
+    )

@@ -86,33 +86,15 @@ def parse_ops(text: str) -> list[str]:
 
 # -- inside the new project (copier's task) ---------------------------------------------------
 def prune_ops(keep: set[str]) -> None:
-    """Remove every example op not in ``keep``, with tools/remove_op.py's steps."""
+    """Remove every example op not in ``keep``, as tools/remove_op.py does."""
     remove = runpy.run_path(str(ROOT / "tools" / "remove_op.py"))
-    ops_py = ROOT / "python" / OLD / "ops.py"
-    declared = list(remove["sections"](ops_py.read_text()))
+    declared = list(remove["sections"]((ROOT / "python" / OLD / "ops.py").read_text()))
     unknown = sorted(keep - set(declared))
     if unknown:
         sys.exit(f"error: no example op {', '.join(unknown)}; the template's ops: {', '.join(declared)}")
     for op in reversed(declared):  # users of an op (axpby calls scale) go first
-        if op in keep:
-            continue
-        text = ops_py.read_text()
-        start, end = remove["sections"](text)[op]
-        ops_py.write_text(remove["without_unused_imports"](text[:start] + text[end:]))
-        files = remove["own_files"](op)
-        for path in files:
-            path.unlink()
-        remove["remove_empty_folders"](files)
-        init = ROOT / "python" / OLD / "__init__.py"
-        init.write_text(remove["without_export"](init.read_text(), op))
-        readme = ROOT / "README.md"
-        readme.write_text(re.sub(rf"^\| `{re.escape(op)}\(.*\n", "", readme.read_text(), flags=re.MULTILINE))
-        for page in remove["doc_pages"]():
-            if page.is_file():
-                text = page.read_text()
-                new = remove["without_op_blocks"](text, op)
-                if new != text:
-                    page.write_text(new)
+        if op not in keep:
+            remove["apply"](*remove["plan"](op))
 
 
 def own_project(name: str) -> None:

@@ -5,10 +5,20 @@ Deletes the op's own files (kernels/NAME*, kernels/cubin/NAME*, kernels/triton/N
 bindings/NAME_binding.cc, tests/test_NAME.py, docs/kernels/NAME.md, benchmarks/bench_NAME.py and
 report_NAME.py, measured results docs/_static/perf/*/NAME.*), its section of
 python/scale_lib/ops.py (from its ``# ===== op: NAME =====`` line to the next op's), its export
-from the package's __init__.py, its row of the README's op table, and the blocks of the docs that
-show its code, marked ``<!-- op: NAME -->`` ... ``<!-- /op: NAME -->`` (a shared page keeps its
-general part). Everything else (the suites that run every op, the API docs, the benchmark
-report, the sanitizer list, the workflows) follows the declared ops by itself.
+from the package's __init__.py and its name in .copier-answers.yml. In every other file of the
+project it deletes what is marked as the op's (a file shared by several ops says which parts are
+whose, so that it keeps its general part):
+
+- blocks: ``<!-- op: NAME -->`` ... ``<!-- /op: NAME -->`` in Markdown (on lines of their own or
+  within a line), ``# op: NAME`` ... ``# /op: NAME`` and ``// op: NAME`` ... ``// /op: NAME`` on
+  lines of their own in code. A block may name several ops (``# op: a, b``, closed by the
+  same list): it goes with the first of them removed;
+- files: one that says ``op-file: NAME[, ...]`` in a comment of its first ten lines;
+- Markdown table rows whose first cell starts with the op's name in backquotes (``| `NAME` |``,
+  ``| `NAME(x)` |``).
+
+Everything else (the suites that run every op, the API docs, the benchmark report, the sanitizer
+list, the workflows) follows the declared ops by itself.
 """
 
 from __future__ import annotations
@@ -16,15 +26,26 @@ from __future__ import annotations
 import argparse
 import itertools
 import re
+import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "python" / "scale_lib"
 OPS_PY = PACKAGE / "ops.py"
+ANSWERS = ROOT / ".copier-answers.yml"
 SECTION = re.compile(r"^# ===== (?:op: (\w+)|end of ops) =====$", re.MULTILINE)
 # scale is the worked example of the shared docs (writing a kernel, the architecture).
 KEEP = {"scale": "the docs (docs/writing_a_kernel.md, docs/architecture.md) walk through its files"}
+# Output and environments, never the project's own text (where git cannot tell).
+NOT_PROJECT = {".git", "build", "dist", ".nox", "_build", "_generated", "__pycache__"}
+OPS = r"(\w+(?:, \w+)*)"  # the op list of a marker
+BLOCKS = re.compile(
+    rf"<!-- op: {OPS} -->.*?<!-- /op: \1 -->\n?"  # Markdown, a block or within a line
+    rf"|^[ \t]*(#|//) op: {OPS}[ \t]*\n.*?^[ \t]*\2 /op: \3[ \t]*\n",  # code, lines of their own
+    re.DOTALL | re.MULTILINE,
+)
+FILE_MARK = re.compile(rf"(?:#|//|<!--) op-file: {OPS}")
 
 
 def sections(text: str) -> dict[str, tuple[int, int]]:
@@ -34,6 +55,7 @@ def sections(text: str) -> dict[str, tuple[int, int]]:
 
 
 def own_files(name: str) -> list[Path]:
+    """The files that are only ``name``'s: by their names, or marked ``op-file: NAME``."""
     patterns = [
         f"kernels/{name}.*",
         f"kernels/{name}_*",
@@ -49,25 +71,61 @@ def own_files(name: str) -> list[Path]:
         f"benchmarks/report_{name}.py",
         f"docs/_static/perf/*/{name}.*",
     ]
-    return sorted({p for pattern in patterns for p in ROOT.glob(pattern) if p.is_file()})
+    named = {p for pattern in patterns for p in ROOT.glob(pattern) if p.is_file()}
+    marked = {p for p, text in project_texts().items() if name in file_owners(text)}
+    return sorted(named | marked)
 
 
-def remove_empty_folders(files: list[Path]) -> None:
-    """The folders that deleting ``files`` emptied (kernels/cubin/ without its last kernel)."""
-    for folder in sorted({p.parent for p in files}, key=lambda p: len(p.parts), reverse=True):
-        if folder != ROOT and folder.is_dir() and not any(folder.iterdir()):
-            folder.rmdir()
+def project_texts() -> dict[Path, str]:
+    """The project's text files (in a git repository: those git does not ignore) and their text."""
+    if (ROOT / ".git").exists():
+        listed = subprocess.run(
+            ["git", "-C", str(ROOT), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            capture_output=True,
+            check=True,
+        ).stdout.decode()
+        paths = [ROOT / p for p in listed.split("\0") if p]
+    else:  # a copy being generated (new_library.py): no build output there yet
+        paths = [
+            p
+            for p in ROOT.rglob("*")
+            if not (
+                NOT_PROJECT & set(p.relative_to(ROOT).parts)
+                or p.relative_to(ROOT).parts[0].startswith(".venv")
+            )
+        ]
+    texts = {}
+    for path in paths:
+        if path.is_file() and not path.is_symlink():
+            try:
+                texts[path] = path.read_text(encoding="utf-8")
+            except UnicodeDecodeError:
+                continue
+    return texts
 
 
-def doc_pages() -> list[Path]:
-    """The Markdown pages that may hold op blocks."""
-    return [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").rglob("*.md"))]
+def file_owners(text: str) -> set[str]:
+    """The ops a file says it belongs to (``op-file: a, b`` in its first ten lines)."""
+    head = "\n".join(text.splitlines()[:10])
+    return {op for m in FILE_MARK.finditer(head) for op in m.group(1).split(", ")}
 
 
 def without_op_blocks(text: str, name: str) -> str:
-    """``text`` without the blocks marked as showing op ``name``'s code."""
-    block = rf"<!-- op: {re.escape(name)} -->.*?<!-- /op: {re.escape(name)} -->\n?"
-    return re.sub(block, "", text, flags=re.DOTALL)
+    """``text`` without the blocks marked as ``name``'s (or as one of several ops' with it)."""
+
+    def drop(match: re.Match[str]) -> str:
+        ops = (match.group(1) or match.group(3)).split(", ")
+        return "" if name in ops else match.group(0)
+
+    previous = None
+    while previous != text:  # a block of another op may enclose one of this op
+        previous, text = text, BLOCKS.sub(drop, text)
+    return text
+
+
+def without_table_rows(text: str, name: str) -> str:
+    """Markdown ``text`` without the table rows about ``name`` (first cell: `NAME` or `NAME(...)`)."""
+    return re.sub(rf"^\|[ \t]*`{re.escape(name)}[`(][^\n]*\n", "", text, flags=re.MULTILINE)
 
 
 def without_export(text: str, name: str) -> str:
@@ -80,6 +138,16 @@ def without_export(text: str, name: str) -> str:
 
     text = re.sub(r"^(from \.ops import )(\([^)]*\)|[^\n]*)\n", drop, text, flags=re.MULTILINE)
     return re.sub(rf'^\s*"{re.escape(name)}",\n', "", text, flags=re.MULTILINE)
+
+
+def without_answer(text: str, name: str) -> str:
+    """.copier-answers.yml without ``name`` among the template ops the library keeps."""
+
+    def drop(match: re.Match[str]) -> str:
+        kept = [op for op in match.group(2).split(",") if op.strip() and op.strip() != name]
+        return match.group(1) + ",".join(kept)
+
+    return re.sub(r"^(ops: ?)([\w,]*)$", drop, text, count=1, flags=re.MULTILINE)
 
 
 def without_unused_imports(text: str) -> str:
@@ -117,13 +185,46 @@ def dependents(text: str, name: str) -> list[str]:
     ]
 
 
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("name", help="the op to remove, as declared in ops.py")
-    parser.add_argument("--dry-run", action="store_true", help="list what would change, change nothing")
-    args = parser.parse_args(argv)
-    name: str = args.name
+def plan(name: str) -> tuple[list[Path], dict[Path, str]]:
+    """What removing ``name`` deletes, and the new text of every file it edits."""
+    files = own_files(name)
+    edits: dict[Path, str] = {}
+    for path, text in project_texts().items():
+        if path in files:
+            continue
+        new = text
+        if path == OPS_PY:
+            start, end = sections(text)[name]
+            new = without_unused_imports(text[:start] + text[end:])
+        elif path == PACKAGE / "__init__.py":
+            new = without_export(text, name)
+        elif path == ANSWERS:
+            new = without_answer(text, name)
+        new = without_op_blocks(new, name)
+        if path.suffix == ".md":
+            new = without_table_rows(new, name)
+        if new != text:
+            edits[path] = new
+    return files, edits
 
+
+def remove_empty_folders(files: list[Path]) -> None:
+    """The folders that deleting ``files`` emptied (kernels/cubin/ without its last kernel)."""
+    for folder in sorted({p.parent for p in files}, key=lambda p: len(p.parts), reverse=True):
+        if folder != ROOT and folder.is_dir() and not any(folder.iterdir()):
+            folder.rmdir()
+
+
+def apply(files: list[Path], edits: dict[Path, str]) -> None:
+    for path in files:
+        path.unlink()
+    remove_empty_folders(files)
+    for path, text in edits.items():
+        path.write_text(text, encoding="utf-8")
+
+
+def check_removable(name: str) -> None:
+    """Exits with the reason when ``name`` cannot be removed."""
     text = OPS_PY.read_text()
     found = sections(text)
     if name not in found:
@@ -135,38 +236,22 @@ def main(argv: list[str]) -> int:
     if users:
         sys.exit(f"error: {', '.join(users)} call(s) {name} in ops.py: remove or rewrite them first")
 
-    files = own_files(name)
-    start, end = found[name]
-    new_ops = without_unused_imports(text[:start] + text[end:])
-    init = PACKAGE / "__init__.py"
-    new_init = without_export(init.read_text(), name)
-    readme = ROOT / "README.md"
-    readme_text = readme.read_text()
-    new_readme = re.sub(rf"^\| `{re.escape(name)}\(.*\n", "", readme_text, flags=re.MULTILINE)
 
-    new_readme = without_op_blocks(new_readme, name)
-    pages = {p: without_op_blocks(p.read_text(), name) for p in doc_pages() if p.is_file() and p != readme}
-    pages = {p: new for p, new in pages.items() if new != p.read_text()}
-    changed = [
-        p
-        for p, old, new in ((init, init.read_text(), new_init), (readme, readme_text, new_readme))
-        if old != new
-    ] + list(pages)
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("name", help="the op to remove, as declared in ops.py")
+    parser.add_argument("--dry-run", action="store_true", help="list what would change, change nothing")
+    args = parser.parse_args(argv)
+    name: str = args.name
+    check_removable(name)
+    files, edits = plan(name)
     for path in files:
         print(f"delete {path.relative_to(ROOT)}")
-    print(f"edit   {OPS_PY.relative_to(ROOT)} (its section, {text.count(chr(10), start, end)} lines)")
-    for path in changed:
+    for path in edits:
         print(f"edit   {path.relative_to(ROOT)}")
     if args.dry_run:
         return 0
-    for path in files:
-        path.unlink()
-    remove_empty_folders(files)
-    OPS_PY.write_text(new_ops)
-    init.write_text(new_init)
-    readme.write_text(new_readme)
-    for path, new in pages.items():
-        path.write_text(new)
+    apply(files, edits)
     print(f"removed {name}: rebuild (pip install -e . or nox) and run the tests")
     return 0
 
