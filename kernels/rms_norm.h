@@ -15,6 +15,7 @@
 #include <limits>
 
 #include "float_env.h"
+#include "rowwise.h"  // AsRows
 #include "tvm_ffi_utils.h"
 
 namespace scale_lib {
@@ -34,44 +35,6 @@ A EpsIn(double eps) {
 }
 // [eps.end]
 
-// [rows.begin]
-// A tensor seen as `rows` rows of `hidden` contiguous elements, `row_stride` elements apart.
-// Rows of a wider tensor (x[:, :hidden]) qualify; transposed or interleaved layouts do not.
-struct RowLayout {
-  int64_t rows;
-  int64_t hidden;
-  int64_t row_stride;
-};
-
-inline RowLayout AsRows(const ffi::TensorView& t, const char* arg_name) {
-  const int32_t ndim = t.ndim();
-  const int64_t hidden = t.size(ndim - 1);
-  int64_t rows = 1;
-  for (int32_t i = 0; i + 1 < ndim; ++i) rows *= t.size(i);
-  RowLayout layout{rows, hidden, hidden};
-  if (t.numel() == 0) return layout;
-  bool ok = hidden == 1 || t.stride(ndim - 1) == 1;
-  int64_t next_stride = -1;  // the stride the next outer non-trivial dimension must have
-  for (int32_t i = ndim - 2; ok && i >= 0; --i) {
-    if (t.size(i) == 1) continue;
-    if (next_stride < 0) {
-      layout.row_stride = t.stride(i);
-    } else {
-      ok = t.stride(i) == next_stride;
-    }
-    next_stride = t.stride(i) * t.size(i);
-  }
-  ok = ok && (rows == 1 || layout.row_stride >= hidden);
-  if (!ok) {
-    TVM_FFI_THROW(ValueError) << arg_name
-                              << " must be rows of contiguous elements: the last dimension "
-                                 "contiguous and the leading ones a (possibly strided) stack of "
-                                 "rows; got shape "
-                              << ShapeString(t) << " with element strides " << StridesString(t);
-  }
-  return layout;
-}
-// [rows.end]
 
 // weight: shape (hidden,). Leading dimensions of size 1 are accepted too: jax.vmap passes an
 // unbatched weight that way.

@@ -52,6 +52,10 @@ class OpCase:
             last dimension rounds it up); the suites ask for shapes of their own.
         out_shape: the output's shape for ``x``'s shape.
         in_place: ``out`` may be ``x`` itself (an output of ``x``'s shape and dtype).
+        error_scale: for an op whose rounding error grows with something other than its result
+            (a running sum's, with what it has added: the same scan of ``|x|``), that magnitude
+            per output element for float64 inputs (``error_scale(*arrays)``); the suites then
+            scale their absolute tolerance by it (see :meth:`assert_matches`).
     """
 
     name: str
@@ -69,6 +73,20 @@ class OpCase:
     x_shape: Callable[[tuple[int, ...]], tuple[int, ...]] = _same
     out_shape: Callable[[tuple[int, ...]], tuple[int, ...]] = _same
     in_place: bool = True
+    error_scale: Callable[..., Any] | None = None
+
+    def assert_matches(self, actual: Any, inputs: list[np.ndarray], rtol: float, atol: float) -> None:
+        """``actual`` against the reference for the float64 ``inputs``, within ``rtol`` and
+        ``atol`` (``atol`` times ``error_scale`` where the op declares one)."""
+        actual, expected = np.asarray(actual, np.float64), np.asarray(self.reference(*inputs), np.float64)
+        if self.error_scale is None:
+            np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol)
+            return
+        bound = rtol * np.abs(expected) + atol * np.abs(np.asarray(self.error_scale(*inputs)))
+        far = np.argwhere(~(np.abs(actual - expected) <= bound))
+        assert far.size == 0, (
+            f"{self.name}: {len(far)} elements beyond the tolerance, first at {tuple(far[0])}"
+        )
 
     @property
     def devices(self) -> tuple[str, ...]:

@@ -2,7 +2,8 @@
 """Scaffold a new op of any signature: every file an op touches, as a working op to edit.
 
     python3 tools/new_op.py NAME [--inputs x,y] [--attrs alpha:float,n:int,flag:bool]
-                            [--kind elementwise|rows|custom] [--cuda-only] [--lang cuda|triton]
+                            [--kind elementwise|rows|scan|custom] [--cuda-only]
+                            [--lang cuda|triton]
 
 writes (see docs/adding_an_op.md):
 
@@ -22,6 +23,9 @@ passes its tests as generated. Its math until you change it:
     elementwise  out = (x + y + ...) * alpha * ...   (the shared elementwise launchers)
     rows         v = x + y + ...; out = v * alpha / sqrt(mean(v**2, last axis) + 1)
                  (the shared row-wise launchers: one block per row on CUDA)
+    scan         out = cumsum(x + y + ..., last axis) * alpha * ..., from the end of each row
+                 with reverse=True, a keyword the kind adds (the shared scan launchers:
+                 cub::BlockScan on CUDA, the CPU pool on the host; docs/scan.md)
     custom       out = (x + y + ...) * alpha * ...   (written as plain kernels of its own)
 
 --lang triton (elementwise ops) writes the CUDA kernel in Triton instead (docs/triton.md):
@@ -47,7 +51,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 ATTR_TYPES = {"float": "double", "int": "int64_t", "bool": "bool"}
 EXAMPLE_VALUE = {"float": "1.5", "int": "3", "bool": "True"}
-KINDS = ("elementwise", "rows", "custom")
+KINDS = ("elementwise", "rows", "scan", "custom")
+# The attribute the scan kind adds: the direction of the scan (its vjp runs the other way).
+REVERSE = "reverse"
 LANGS = ("cuda", "triton")
 # Triton's signature type of each attribute type, as the launcher passes it (bool as 0/1).
 TRITON_ATTR_TYPES = {"float": "fp64", "int": "i64", "bool": "i32"}
@@ -64,7 +70,7 @@ class Attr:
 
     @property
     def example(self) -> str:
-        return EXAMPLE_VALUE[self.type]
+        return "False" if self.name == REVERSE else EXAMPLE_VALUE[self.type]
 
 
 @dataclass(frozen=True)
@@ -91,6 +97,16 @@ class Spec:
         return "for the CUDA kernel" if self.cuda_only else "for both devices"
 
     @property
+    def math_attrs(self) -> tuple[Attr, ...]:
+        """The attributes of the math (a scan's direction is the launcher's)."""
+        return tuple(a for a in self.attrs if not (self.kind == "scan" and a.name == REVERSE))
+
+    @property
+    def rows_like(self) -> bool:
+        """Whether the op works along the last dimension (rows of 1 or more dimensions)."""
+        return self.kind in ("rows", "scan")
+
+    @property
     def abi_names(self) -> list[str]:
         return ["out", *self.inputs, *(a.name for a in self.attrs)]
 
@@ -103,7 +119,7 @@ class Spec:
 
     def fn_init(self, c: str = "C") -> str:
         """The function object, built from the attributes in the compute type."""
-        members = [a.name if a.type == "bool" else f"static_cast<{c}>({a.name})" for a in self.attrs]
+        members = [a.name if a.type == "bool" else f"static_cast<{c}>({a.name})" for a in self.math_attrs]
         return f"{self.camel}Fn<{c}>{{{', '.join(members)}}}"
 
     def data_ptrs(self) -> str:
@@ -115,9 +131,9 @@ class Spec:
         return f"({total})" if len(self.inputs) > 1 else total
 
     def cpp_scaled(self, v: str) -> str:
-        factors = [a.name for a in self.attrs if a.type != "bool"]
+        factors = [a.name for a in self.math_attrs if a.type != "bool"]
         expr = " * ".join([v, *factors])
-        for a in self.attrs:
+        for a in self.math_attrs:
             if a.type == "bool":
                 expr = f"{a.name} ? -({expr}) : {expr}"
         return expr
@@ -127,8 +143,8 @@ class Spec:
         return f"({total})" if len(self.inputs) > 1 else total
 
     def py_scaled(self, v: str) -> str:
-        expr = " * ".join([v, *(a.name for a in self.attrs if a.type != "bool")])
-        for a in self.attrs:
+        expr = " * ".join([v, *(a.name for a in self.math_attrs if a.type != "bool")])
+        for a in self.math_attrs:
             if a.type == "bool":
                 expr = f"-({expr}) if {a.name} else {expr}"
         return expr
@@ -138,6 +154,8 @@ class Spec:
         v = self.py_value()
         if self.kind == "rows":
             return f"v = {v}; out = {self.py_scaled('v')} / sqrt(mean(v**2, axis=-1) + 1)"
+        if self.kind == "scan":
+            return f"out = {self.py_scaled(f'cumsum({v}, axis=-1)')}"
         return f"out = {self.py_scaled(v)}"
 
 
@@ -146,7 +164,7 @@ class Spec:
 # ---------------------------------------------------------------------------------------------
 def header(s: Spec) -> str:
     guard = f"{s.macro}_KERNELS_{s.op.upper()}_H_"
-    members = "".join(f"  {'bool' if a.type == 'bool' else 'C'} {a.name};\n" for a in s.attrs)
+    members = "".join(f"  {'bool' if a.type == 'bool' else 'C'} {a.name};\n" for a in s.math_attrs)
     values = ", ".join(f"C {n}" for n in s.inputs)
     if s.kind == "rows":
         include = '#include "rowwise.h"'
@@ -162,6 +180,19 @@ struct {s.camel}Fn {{
   {s.macro}_HOST_DEVICE C Finish(C v, C sum, int64_t cols) const {{
     return {s.cpp_scaled("v")} / std::sqrt(sum / static_cast<C>(cols) + C(1));
   }}
+}};
+"""
+    elif s.kind == "scan":
+        include = '#include "scan.h"'
+        fn = f"""// The math, {s.math_devices}, in the compute type C (see kernels/scan.h).
+// TODO(author): write {s.op}'s math here; the tests' reference is in tests/test_{s.op}.py.
+template <typename C>
+struct {s.camel}Fn {{
+{members}  // The value of one element, from one value per input.
+  {s.macro}_HOST_DEVICE C Value({values}) const {{ return {s.cpp_value()}; }}
+  // The output of one element, from the sum of the values of its row up to it, itself included
+  // (with reverse: from it to the row's end).
+  {s.macro}_HOST_DEVICE C Finish(C prefix) const {{ return {s.cpp_scaled("prefix")}; }}
 }};
 """
     elif s.kind == "elementwise":
@@ -183,7 +214,7 @@ struct {s.camel}Fn {{
         *(f"  CHECK_LIKE({n}, {s.inputs[0]});" for n in s.inputs[1:]),
         f"  CHECK_LIKE(out, {s.inputs[0]});",
     ]
-    if s.kind == "rows":
+    if s.rows_like:
         checks.append(f"  CHECK_MIN_NDIM({s.inputs[0]}, 1);")
     checks += [f"  CHECK_CONTIGUOUS({n});" for n in (*s.inputs, "out")]
     cpu_decl = "" if s.cuda_only else f"void {s.camel}CPU({s.cpp_params()});\n\n"
@@ -296,7 +327,11 @@ __global__ void {s.camel}Kernel({kernel_params}) {{
 
 }}  // namespace {s.lib}
 """
-    if s.kind == "rows":
+    if s.kind == "scan":
+        launcher, size = "scan.cuh", rows_and_cols(s)
+        launch = f"gpu::LaunchScan<T>({s.fn_init()}, rows, cols, {REVERSE}, stream, {s.data_ptrs()});"
+        shared = "the shared scan launcher (kernels/scan.cuh: cub::BlockScan)"
+    elif s.kind == "rows":
         launcher, size = "rowwise.cuh", rows_and_cols(s)
         launch = f"gpu::LaunchRowwise<T>({s.fn_init()}, rows, cols, stream, {s.data_ptrs()});"
         shared = "the shared row-wise launcher (kernels/rowwise.cuh)"
@@ -501,7 +536,11 @@ void {s.camel}CPU({s.cpp_params()}) {{
 
 }}  // namespace {s.lib}
 """
-    if s.kind == "rows":
+    if s.kind == "scan":
+        launcher, size = "scan_cpu.h", rows_and_cols(s)
+        launch = f"host::RunScan<T>({s.fn_init()}, rows, cols, {REVERSE}, {s.data_ptrs()});"
+        shared = "scan"
+    elif s.kind == "rows":
         launcher, size = "rowwise_cpu.h", rows_and_cols(s)
         launch = f"host::RunRowwise<T>({s.fn_init()}, rows, cols, {s.data_ptrs()});"
         shared = "row-wise"
@@ -570,7 +609,7 @@ void {s.camel}({params}) {{
 def ops_section(s: Spec) -> str:
     first = s.inputs[0]
     inputs = ", ".join(
-        f'Input("{n}", min_ndim=1)' if s.kind == "rows" and n == first else f'Input("{n}")' for n in s.inputs
+        f'Input("{n}", min_ndim=1)' if s.rows_like and n == first else f'Input("{n}")' for n in s.inputs
     )
     attrs = ", ".join(f'Attr("{a.name}", {a.type})' for a in s.attrs)
     lines = [f'        "{s.op}",', f"        inputs=({inputs}{',' if len(s.inputs) == 1 else ''}),"]
@@ -581,19 +620,32 @@ def ops_section(s: Spec) -> str:
     lines.append(f"        vjp=_{s.op}_vjp,")
     if s.cuda_only:
         lines.append('        devices=("cuda",),')
-    lines.append(f"        sharding={'None' if s.kind == 'custom' else repr(s.kind)},")
+    # A scan, like a row-wise op, needs whole rows: its leading dimensions may be sharded (and
+    # batched by jax.vmap as more rows), its last one not.
+    sharding = {"custom": "None", "scan": "'rows'"}.get(s.kind, repr(s.kind))
+    lines.append(f"        sharding={sharding},")
     if s.lang == "triton":
         lines.append("        triton=True,")
     params = ", ".join(
         [f"{n}: ArrayT" for n in s.inputs]
-        + [f"{a.name}: {a.type}" for a in s.attrs]
+        + [f"{a.name}: {a.type}" + (" = False" if a not in s.math_attrs else "") for a in s.attrs]
         + ["*", "out: ArrayT | None = None"]
     )
     vjp_params = ", ".join(
         ["grad: Any", "out: Any", *(f"{n}: Any" for n in s.inputs), *(f"{a.name}: {a.type}" for a in s.attrs)]
     )
     n = len(s.inputs)
-    if s.kind == "rows":
+    if s.kind == "scan":
+        others = "".join(", zeros" for _ in s.inputs[1:])
+        zeros = "    zeros = array_namespace(grad).zeros_like(grad)\n" if n > 1 else ""
+        math = ", ".join(a.name for a in s.math_attrs)
+        vjp = f"""    # out[..., i] sums the values of the row up to i ({REVERSE}: from i to the end), so the
+    # value at j reaches every out[..., i] with i >= j ({REVERSE}: i <= j): its gradient is the
+    # scan of grad the other way, which {s.op} itself computes (also differentiable).
+{zeros}    g = {s.op}(grad{others}{", " + math if math else ""}, {REVERSE}=not {REVERSE})
+    return {"(g,)" if n == 1 else "(" + ", ".join(["g"] * n) + ")"}
+"""
+    elif s.kind == "rows":
         vjp = f"""    # v = {s.py_value()}; out = a * v * r, r = 1 / sqrt(mean(v**2) + 1), a: the attributes.
     # dout/dv = a * (r * grad - r**3 * v * mean(grad * v)), the same for every input.
     xp = array_namespace({first})
@@ -613,10 +665,18 @@ def ops_section(s: Spec) -> str:
     described = "".join(
         f"        {n}: A contiguous float16, bfloat16, float32 or float64 array"
         + ("" if i == 0 else f" like ``{first}``")
-        + (" of 1 or more dimensions" if s.kind == "rows" and i == 0 else "")
+        + (" of 1 or more dimensions" if s.rows_like and i == 0 else "")
         + ".\n"
         for i, n in enumerate(s.inputs)
-    ) + "".join(f"        {a.name}: A Python {a.type}.\n" for a in s.attrs)
+    ) + "".join(
+        f"        {a.name}: "
+        + (
+            "Scan from the end of each row instead (default: from its start).\n"
+            if a not in s.math_attrs
+            else f"A Python {a.type}.\n"
+        )
+        for a in s.attrs
+    )
     call_inputs = f"({s.inputs[0]},)" if len(s.inputs) == 1 else f"({', '.join(s.inputs)})"
     names = [a.name for a in s.attrs]
     call_attrs = f"({names[0]},)" if len(names) == 1 else f"({', '.join(names)})"
@@ -668,7 +728,7 @@ def add_to_ops(path: Path, s: Spec) -> None:
         *(["Output"] if s.inputs[0] != "x" else []),
     ):
         text = _import(text, "._spec", name)
-    if s.kind == "rows":
+    if s.kind == "rows" or (s.kind == "scan" and len(s.inputs) > 1):
         text = _import(text, "._namespace", "array_namespace")
     path.write_text(text)
 
@@ -710,6 +770,7 @@ def add_readme_row(readme: Path, s: Spec) -> None:
     pattern = {
         "elementwise": "an elementwise op",
         "rows": "a row-wise op",
+        "scan": "a scan along the last dimension",
         "custom": "an op with kernels of its own",
     }
     where = " (CUDA only)" if s.cuda_only else ""
@@ -731,6 +792,8 @@ def docs_page(s: Spec) -> str:
         "elementwise launchers",
         "rows": f"the function object `{s.camel}Fn` in `kernels/{s.op}.h` (`Value`, `Term`, `Finish`), run "
         "by the shared row-wise launchers",
+        "scan": f"the function object `{s.camel}Fn` in `kernels/{s.op}.h` (`Value`, `Finish`), run by "
+        "the shared scan launchers ([a scan along the last dimension](../scan.md))",
         "custom": f"its own kernels in {', '.join(f'`{f}`' for f in files[1:])}",
     }[s.kind]
     devices = "CUDA GPUs only: a CPU array is a `ValueError`" if s.cuda_only else "the CPU and CUDA GPUs"
@@ -764,7 +827,17 @@ def test_file(s: Spec) -> str:
         [*(f"{x}: np.ndarray" for x in s.inputs), *(f"{a.name}: {a.type}" for a in s.attrs)]
     )
     value = s.py_value()
-    if s.kind == "rows":
+    if s.kind == "scan":
+        body = (
+            f"    v = {value}\n"
+            f"    if {REVERSE}:  # the running sum from the end of each row\n"
+            "        prefix = np.flip(np.cumsum(np.flip(v, -1), axis=-1), -1)\n"
+            "    else:\n"
+            "        prefix = np.cumsum(v, axis=-1)\n"
+            f"    return {s.py_scaled('prefix')}\n"
+        )
+        shapes = "[(1,), (7,), (3, 5), (0, 4), (4, 0), (2, 3, 257), (3, 4097), (1000, 16)]"
+    elif s.kind == "rows":
         body = (
             f"    v = {value}\n"
             "    mean_square = np.sum(v * v, axis=-1, keepdims=True) / max(v.shape[-1], 1)\n"
@@ -785,8 +858,8 @@ def test_file(s: Spec) -> str:
     unchanged = "".join(
         f"    np.testing.assert_array_equal(backend.to_numpy({x}), {x}64)\n" for x in s.inputs
     )
-    min_dims = 1 if s.kind == "rows" else 0
-    case_extra = "\n    reduction=True," if s.kind == "rows" else ""
+    min_dims = 1 if s.rows_like else 0
+    case_extra = "\n    reduction=True," if s.rows_like else ""
     cpu_only_tests = ""
     if s.cuda_only:
         cpu_only_tests = f"""
@@ -799,14 +872,16 @@ CPU_BACKENDS = [b for b in ALL_BACKENDS if b.device == "cpu"]
 @pytest.mark.parametrize("backend", backend_params(CPU_BACKENDS), indirect=True)
 def test_{s.op}_refuses_cpu_arrays(backend: Backend) -> None:
     arrays = [backend.asarray(np.ones((2, 3)), "float32") for _ in range({n})]
-    with pytest.raises(ValueError, match="only a CUDA implementation"):
+    # A NumPy caller is told that the array is NumPy's (always on the CPU), as a JAX caller is.
+    said = "{s.inputs[0]} is a NumPy array .*" if backend.framework == "numpy" else ""
+    with pytest.raises(ValueError, match=said + "only a CUDA implementation"):
         backend.run(lambda *a: {s.lib}.{s.op}(*a{attr_args}), *arrays)
     if backend.framework == "torch":  # through the PyTorch custom op (autograd)
         arrays[0].requires_grad_()
         with pytest.raises(ValueError, match="only a CUDA implementation"):
             {s.lib}.{s.op}(*arrays{attr_args})
 """
-    return f'''"""{s.op}: a framework x device x dtype x shape matrix against a float64 reference, gradients
+    text = f'''"""{s.op}: a framework x device x dtype x shape matrix against a float64 reference, gradients
 and a property test (scaffolded by tools/new_op.py)."""
 
 from __future__ import annotations
@@ -947,6 +1022,96 @@ def test_{s.op}_property(backend: Backend, data) -> None:
         np.testing.assert_array_equal(backend.to_numpy(a), before)
     assert math.prod(shape) == backend.to_numpy(result).size
 '''
+    if s.kind == "scan":
+        text = _scan_tests(s, text)
+    return text
+
+
+def _scan_tests(s: Spec, text: str) -> str:
+    """A scan's tests: tolerances for a running sum, and the reverse direction."""
+    math_args = "".join(f", {a.name.upper()}" for a in s.math_attrs)
+    text = text.replace(
+        """# (rtol, atol) of the results per dtype, against the reference. These allow a few roundings in
+# the compute type (float32 for 16-bit inputs); math with exp or tanh needs about 1e-6 relative
+# in float32.
+TOLERANCES = {
+    "float16": (2e-3, 1e-5),
+    "bfloat16": (1.6e-2, 1e-5),
+    "float32": (3e-5, 1e-6),
+    "float64": (1e-12, 1e-14),
+}""",
+        """# (rtol, atol) of the results per dtype, against the reference: rtol for the rounding of the
+# result, atol per unit of what the running sum has added (the same scan of |values|), as a sum's
+# rounding error grows with its terms, not with its result, which cancellation can make small:
+# a few roundings in the compute type (float32 for 16-bit inputs) per sqrt(row length).
+TOLERANCES = {
+    "float16": (2e-3, 2e-5),
+    "bfloat16": (1.6e-2, 2e-5),
+    "float32": (3e-5, 2e-5),
+    "float64": (1e-12, 1e-13),
+}""",
+    )
+    text = text.replace(
+        """def assert_close(actual: np.ndarray, expected: np.ndarray, dtype: str) -> None:
+    rtol, atol = TOLERANCES[dtype]
+    assert actual.shape == expected.shape, f"shape {actual.shape} != {expected.shape}"
+    np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol, equal_nan=True)""",
+        """def assert_close(actual: np.ndarray, expected: np.ndarray, dtype: str, added: np.ndarray) -> None:
+    rtol, atol = TOLERANCES[dtype]
+    assert actual.shape == expected.shape, f"shape {actual.shape} != {expected.shape}"
+    bound = rtol * np.abs(expected) + atol * np.abs(added)  # added: the scan of |values|
+    close = (actual == expected) | (np.abs(actual - expected) <= bound)
+    close |= np.isnan(actual) & np.isnan(expected)
+    where = np.argwhere(~close)
+    assert where.size == 0, (
+        f"{len(where)} of {actual.size} elements differ; first at {tuple(where[0])}: "
+        f"{actual[tuple(where[0])]} != {expected[tuple(where[0])]} (bound {bound[tuple(where[0])]:.3g})"
+    )""",
+    )
+    names64 = ", ".join(f"{x}64" for x in s.inputs)
+    attr_args = "".join(f", {a.name.upper()}" for a in s.attrs)
+    lam = ", ".join(s.inputs)
+    old = "    reduction=True,\n)"
+    assert old in text
+    text = text.replace(
+        old,
+        "    reduction=True,\n"
+        f"    error_scale=lambda {lam}: reference(*map(np.abs, ({lam},)){attr_args}),  # see TOLERANCES\n)",
+    )
+    old = f"reference({names64}{attr_args}), dtype)"
+    assert old in text
+    text = text.replace(
+        old, f"reference({names64}{attr_args}), dtype, reference(*map(np.abs, ({names64},)){attr_args}))"
+    )
+    old = f"reference(*stored{attr_args}), dtype)"
+    assert old in text
+    text = text.replace(
+        old, f"reference(*stored{attr_args}), dtype, reference(*map(np.abs, stored){attr_args}))"
+    )
+    lam = ", ".join(s.inputs)
+    make = "".join(
+        f"    {x} = backend.asarray(random_data((3, 1500), seed={i + 30}), dtype)\n"
+        for i, x in enumerate(s.inputs)
+    )
+    stored = ", ".join(f"backend.to_numpy({x})" for x in s.inputs)
+    return (
+        text
+        + f"""
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("backend", backend_params(BACKENDS), indirect=True)
+def test_{s.op}_reverse(backend: Backend, dtype: str) -> None:
+    \"\"\"{REVERSE}=True: the running sum from the end of each row.\"\"\"
+{make}    stored = [{stored}]
+    result = backend.run(lambda {lam}: {s.lib}.{s.op}({lam}{math_args}, {REVERSE}=True), {lam})
+    assert_close(
+        backend.to_numpy(result),
+        reference(*stored{math_args}, True),
+        dtype,
+        reference(*map(np.abs, stored){math_args}, True),
+    )
+"""
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1130,6 +1295,10 @@ def parse(argv: list[str]) -> tuple[Spec, bool]:
         sys.exit(f"error: inputs and attributes need distinct names other than 'out'; got {names[:-1]}")
     library = library_name()
     op = _op_name(args.name, library)
+    if args.kind == "scan":
+        if any(a.name == REVERSE for a in attrs):
+            sys.exit(f"error: the scan kind adds the attribute {REVERSE!r} itself; name yours otherwise")
+        attrs.append(Attr(REVERSE, "bool"))
     if args.lang == "triton" and args.kind != "elementwise":
         sys.exit("error: --lang triton scaffolds elementwise ops; write other patterns from docs/triton.md")
     return Spec(op, library, inputs, tuple(attrs), args.kind, args.cuda_only, args.lang), not args.no_format

@@ -29,6 +29,9 @@ class Adapter:
     publishes_allocator = False
     # Whether check_out/written do anything: when not, the out= path skips calling them.
     guards_out = False
+    # How a message names an array of this framework that lives on the CPU, when the framework
+    # has no other place for arrays (NumPy); None for frameworks whose arrays have a device.
+    host_array: str | None = None
 
     def array_type(self) -> type | None:
         """The framework's array class, or None when the framework is not imported (then no

@@ -70,6 +70,8 @@ class Dispatcher:
                 return traced
         x = inputs[0]
         adapter = _BY_TYPE.get(type(x)) or adapter_of(x, op.input_names[0])
+        if op.cuda_only and adapter.host_array is not None:  # say what the array is: NumPy's
+            op.check_device("cpu", adapter.host_array)
         if len(inputs) > 1:
             _check_other_inputs(op, inputs)
         out_adapter = adapter

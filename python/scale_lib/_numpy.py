@@ -37,6 +37,7 @@ def unsupported_version(numpy_version: str) -> str | None:
 
 class NumPyAdapter(Adapter):
     name = module = "numpy"
+    host_array = "a NumPy array (NumPy arrays live on the CPU)"
 
     def array_type(self) -> type | None:
         numpy = sys.modules.get("numpy")

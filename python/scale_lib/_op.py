@@ -88,13 +88,14 @@ class Op:
         if not self.takes_out:
             raise TypeError(f"{self.name} has no out=: the size of its result depends on the data")
 
-    def check_device(self, device_type: str) -> None:
+    def check_device(self, device_type: str, array: str = "a CPU array") -> None:
         """The library's refusal of a CPU array for an op with only a CUDA implementation (and of
         a CUDA array for a Triton op built without its kernels), for calls that the framework
-        runs before the library sees them (autograd, tracing)."""
+        runs before the library sees them (autograd, tracing) and for frameworks whose arrays are
+        all on the CPU (``array``: how the message names such an array)."""
         if device_type == "cpu" and self.cuda_only:
             raise ValueError(
-                f"{self.input_names[0]} is a CPU array, but {self.name} has only a CUDA implementation; "
+                f"{self.input_names[0]} is {array}, but {self.name} has only a CUDA implementation; "
                 "pass a CUDA array"
             )
         if device_type == "cuda" and self.cuda_missing:
