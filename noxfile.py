@@ -30,11 +30,14 @@ all so that any compile error fails). For a quick local build: CUDAARCHS=native 
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import shutil
 import subprocess
 import sys
 import time
+import tomllib
 from pathlib import Path
 
 import nox
@@ -144,6 +147,35 @@ for _framework in FRAMEWORKS:
     _framework_session(_framework)
 
 
+# [loop.begin]
+@nox.session(python=PYTHON)
+def loop(session: nox.Session) -> None:
+    """The edit-test loop: `nox -s loop -- tests/test_NAME.py` runs pytest against an editable
+    build (build/loop) that, on import, rebuilds only the sources that changed: no reinstall.
+    The first run makes the environment (NumPy; TORCH_SPEC adds PyTorch) and builds; a CPU-only
+    library unless CUDAARCHS names GPU architectures (CUDAARCHS=native: this machine's GPU)."""
+    settings = {name: os.environ.get(name, "") for name in ("TORCH_SPEC", "CUDAARCHS", "SCALE_LIB_TRITON")}
+    pyproject = (ROOT / "pyproject.toml").read_bytes()
+    stamp = json.dumps(settings) + hashlib.sha256(pyproject).hexdigest()
+    marker = Path(session.virtualenv.location) / "loop-installed"
+    if not marker.is_file() or marker.read_text() != stamp:
+        config = tomllib.loads(pyproject.decode())
+        requires = config["build-system"]["requires"]  # built without isolation: installed here
+        env = {"SCALE_LIB_CUDA": "ON"} if settings["CUDAARCHS"] else {**CPU_ONLY, "SCALE_LIB_TRITON": "OFF"}
+        if settings["CUDAARCHS"]:
+            requires += config["tool"]["scikit-build"]["build"]["requires"]
+        session.install(
+            *requires, "ninja", "cmake>=3.24", *([settings["TORCH_SPEC"]] if settings["TORCH_SPEC"] else [])
+        )
+        editable = ["-Ceditable.rebuild=true", "-Ceditable.verbose=false", "-Cbuild-dir=build/loop"]
+        session.install("--no-build-isolation", "-e", ".[test]", *editable, env=env)
+        marker.write_text(stamp)
+    session.run("pytest", *(session.posargs or ["-x", "-q"]))
+
+
+# [loop.end]
+
+
 @nox.session(python=PYTHON)
 def tests_cpu_only(session: nox.Session) -> None:
     """A CPU-only build (no CUDA even where nvcc exists), tested with NumPy."""
@@ -226,9 +258,10 @@ def bench(session: nox.Session) -> None:
 # template-only:begin
 @nox.session(python=PYTHON)
 def template(session: nox.Session) -> None:
-    """Generate libraries from this template (minimal, and with two example ops), remove an op
-    from one, update one from an older template commit; lint, test and build the docs of each
-    (tools/check_template.py; pass e.g. `-- --only update`)."""
+    """Generate libraries from this template (scale only, one example op, every op), add ops to
+    each as the docs say and remove one, update one from an older template commit, scaffold every
+    kind of op; lint, test and build the docs of each (tools/check_template.py; pass e.g.
+    `-- --only update`)."""
     import re
 
     # The formatters at the versions the lint pins: generated libraries are formatted with them.

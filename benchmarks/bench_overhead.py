@@ -1,6 +1,5 @@
 """Host overhead at decode sizes: every public op against the framework's own equivalent and the
-raw library call, and a decode step (one transformer layer's norms and elementwise work) eager,
-replayed from a CUDA graph and under ``torch.compile(mode="reduce-overhead")``.
+raw library call.
 
     python benchmarks/bench_overhead.py --out-dir benchmarks/results   # about 3 minutes on a GPU host
     python benchmarks/bench_overhead.py --quick                        # seconds, CPU: a smoke test
@@ -12,8 +11,7 @@ Method: for each case the implementations take turns, sample by sample; a sample
 of N back-to-back calls divided by N (N chosen so that a sample takes a few milliseconds), after
 one untimed call, with one synchronisation at its end for asynchronous frameworks, so the time is
 what the host spends per call when the kernels are tiny. The JSON keeps the median and the minimum
-over the samples; the report uses the median. On the CPU, the decode step also records the cost of
-switching between the two chains (``handover_us``), which the samples leave out.
+over the samples; the report uses the median.
 
 The cases come from the library's list of declared ops (``scale_lib.ops.OPS``): a public op with
 no decode-size case or no framework equivalent below is not measured, and the run says so.
@@ -47,14 +45,19 @@ from scale_lib.ops import OPS  # noqa: E402
 # scale; the other ops at (rows, hidden) in the framework's decode dtype.
 DECODE: dict[str, tuple[list[tuple[int, ...]], tuple[Any, ...]]] = {
     "scale": ([(16,)], (2.0,)),
+    # op: axpby
     "axpby": ([(1, 4096)], (0.5, 2.0)),
+    # /op: axpby
+    # op: rms_norm
     "rms_norm": ([(1, 4096), (8, 4096)], (1e-6,)),
+    # /op: rms_norm
+    # op: l2_norm
     "l2_norm": ([(1, 4096)], ()),
+    # /op: l2_norm
+    # op: flatnonzero
     "flatnonzero": ([(1, 4096)], ()),
+    # /op: flatnonzero
 }
-HIDDEN = 4096
-DECODE_BATCHES = (1, 8, 64)
-EPS = 1e-6
 
 Fn = Callable[[], Any]
 # op -> fn(inputs, attrs, out) -> {label: (role, fn)}: the framework's own way to compute the op,
@@ -84,7 +87,7 @@ def _numpy_random(shape: tuple[int, ...], dtype: str, sparse: bool) -> Any:
     import numpy as np
 
     x = np.random.default_rng(0).standard_normal(shape).astype(dtype)
-    if sparse:  # half the elements zero, for flatnonzero
+    if sparse:  # half the elements zero, for an op whose output depends on which are
         x.reshape(-1)[::2] = 0
     return x
 
@@ -93,9 +96,12 @@ def numpy_kind(nb: Any) -> Kind:
     import numpy as np
     import tvm_ffi
 
+    # op: rms_norm
     def rms_norm(x: Any, w: Any, eps: float) -> Any:
         return x / np.sqrt(np.mean(np.square(x), axis=-1, keepdims=True) + eps) * w
 
+    # /op: rms_norm
+    # op: axpby
     def axpby(inputs: tuple[Any, ...], attrs: tuple[Any, ...], out: Any) -> dict[str, tuple[str, Fn]]:
         (x, y), (a, b), tmp = inputs, attrs, np.empty_like(out)
 
@@ -106,15 +112,24 @@ def numpy_kind(nb: Any) -> Kind:
 
         return {"a*x + b*y": ("own", lambda: a * x + b * y), "3 ufuncs with out=": ("own_out", with_out)}
 
+    # /op: axpby
     own: Equivalents = {
         "scale": lambda i, a, o: {
             "x * f": ("own", lambda: i[0] * a[0]),
             "np.multiply(out=)": ("own_out", lambda: np.multiply(i[0], a[0], out=o)),
         },
+        # op: axpby
         "axpby": axpby,
+        # /op: axpby
+        # op: rms_norm
         "rms_norm": lambda i, a, o: {"NumPy expression": ("own", lambda: rms_norm(*i, *a))},
+        # /op: rms_norm
+        # op: l2_norm
         "l2_norm": lambda i, a, o: {"np.linalg.norm": ("own", lambda: np.linalg.norm(i[0]))},
+        # /op: l2_norm
+        # op: flatnonzero
         "flatnonzero": lambda i, a, o: {"np.flatnonzero": ("own", lambda: np.flatnonzero(i[0]))},
+        # /op: flatnonzero
     }
 
     def scale_extras(inputs: tuple[Any, ...], out: Any) -> dict[str, Fn]:
@@ -149,21 +164,27 @@ def numpy_kind(nb: Any) -> Kind:
 def torch_kind(device: str, nb: Any) -> Kind:
     import numpy as np
     import torch
+
+    # op: rms_norm
     import torch.nn.functional as F
 
+    # /op: rms_norm
     def make(shape: tuple[int, ...], dtype: str, sparse: bool) -> Any:
         t = torch.from_numpy(_numpy_random(shape, "float32", sparse)).to(device, getattr(torch, dtype))
         return t.contiguous()
 
+    # op: flatnonzero
     def nonzero(inputs: tuple[Any, ...], attrs: tuple[Any, ...], out: Any) -> dict[str, tuple[str, Fn]]:
         flat = inputs[0].view(-1)  # flatnonzero's indices are into the flattened array
         return {"torch.nonzero": ("own", lambda: torch.nonzero(flat))}
 
+    # /op: flatnonzero
     own: Equivalents = {
         "scale": lambda i, a, o: {
             "x * f": ("own", lambda: i[0] * a[0]),
             "torch.mul(out=)": ("own_out", lambda: torch.mul(i[0], a[0], out=o)),
         },
+        # op: axpby
         "axpby": lambda i, a, o: {
             "a*x + b*y": ("own", lambda: a[0] * i[0] + a[1] * i[1]),
             "torch.mul(out=).add_(alpha=)": (
@@ -171,13 +192,20 @@ def torch_kind(device: str, nb: Any) -> Kind:
                 lambda: torch.mul(i[0], a[0], out=o).add_(i[1], alpha=a[1]),
             ),
         },
+        # /op: axpby
+        # op: rms_norm
         "rms_norm": lambda i, a, o: {
             "F.rms_norm": ("own", lambda: F.rms_norm(i[0], (i[0].shape[-1],), i[1], a[0]))
         },
+        # /op: rms_norm
+        # op: l2_norm
         "l2_norm": lambda i, a, o: {
             "torch.linalg.vector_norm": ("own", lambda: torch.linalg.vector_norm(i[0]))
         },
+        # /op: l2_norm
+        # op: flatnonzero
         "flatnonzero": nonzero,
+        # /op: flatnonzero
     }
 
     def scale_extras(inputs: tuple[Any, ...], out: Any) -> dict[str, Fn]:
@@ -207,18 +235,28 @@ def jax_kind() -> Kind:
     import jax.numpy as jnp
     import numpy as np
 
+    # op: rms_norm
     @jax.jit  # a JAX user writes a composite like this one under jit
     def rms_norm(x: Any, w: Any, eps: float) -> Any:
         x32 = x.astype(jnp.float32)
         y = x32 * jax.lax.rsqrt(jnp.mean(jnp.square(x32), axis=-1, keepdims=True) + eps)
         return (y * w.astype(jnp.float32)).astype(x.dtype)
 
+    # /op: rms_norm
     own: Equivalents = {
         "scale": lambda i, a, o: {"x * f": ("own", lambda: i[0] * a[0])},
+        # op: axpby
         "axpby": lambda i, a, o: {"a*x + b*y": ("own", lambda: a[0] * i[0] + a[1] * i[1])},
+        # /op: axpby
+        # op: rms_norm
         "rms_norm": lambda i, a, o: {"jit(rms_norm expression)": ("own", lambda: rms_norm(*i, *a))},
+        # /op: rms_norm
+        # op: l2_norm
         "l2_norm": lambda i, a, o: {"jnp.linalg.norm": ("own", lambda: jnp.linalg.norm(i[0]))},
+        # /op: l2_norm
+        # op: flatnonzero
         "flatnonzero": lambda i, a, o: {"jnp.flatnonzero": ("own", lambda: jnp.flatnonzero(i[0]))},
+        # /op: flatnonzero
     }
     return Kind(
         name=f"jax {jax.default_backend()}",
@@ -235,18 +273,28 @@ def cupy_kind() -> Kind:
     import cupy
     import numpy as np
 
+    # op: rms_norm
     def rms_norm(x: Any, w: Any, eps: float) -> Any:
         return x / cupy.sqrt(cupy.mean(cupy.square(x), axis=-1, keepdims=True) + eps) * w
 
+    # /op: rms_norm
     own: Equivalents = {
         "scale": lambda i, a, o: {
             "x * f": ("own", lambda: i[0] * a[0]),
             "cupy.multiply(out=)": ("own_out", lambda: cupy.multiply(i[0], a[0], out=o)),
         },
+        # op: axpby
         "axpby": lambda i, a, o: {"a*x + b*y": ("own", lambda: a[0] * i[0] + a[1] * i[1])},
+        # /op: axpby
+        # op: rms_norm
         "rms_norm": lambda i, a, o: {"CuPy expression": ("own", lambda: rms_norm(*i, *a))},
+        # /op: rms_norm
+        # op: l2_norm
         "l2_norm": lambda i, a, o: {"cupy.linalg.norm": ("own", lambda: cupy.linalg.norm(i[0]))},
+        # /op: l2_norm
+        # op: flatnonzero
         "flatnonzero": lambda i, a, o: {"cupy.flatnonzero": ("own", lambda: cupy.flatnonzero(i[0]))},
+        # /op: flatnonzero
     }
     return Kind(
         name="cupy cuda",
@@ -331,7 +379,7 @@ def _case(kind: Kind, spec: OpSpec, shape: tuple[int, ...], attrs: tuple[Any, ..
     """The public call (allocating, and with out= where the op has it), the raw library call with
     an output given, and the framework's own equivalents."""
     dtype = "float32" if spec.name == "scale" else kind.decode_dtype
-    sparse = spec.name == "flatnonzero"
+    sparse = spec.output.allocated_by_library  # an output whose size depends on the data
     inputs = tuple(
         kind.make(shape if i.shape is None else tuple(i.shape(shape)), dtype, sparse) for i in spec.inputs
     )
@@ -430,6 +478,21 @@ def per_call_us(
     return {name: {"median_us": statistics.median(v), "min_us": min(v)} for name, v in samples.items()}
 
 
+def handover_us(impls: dict[str, Fn], repeats: int) -> dict[str, float]:
+    """{"<a> after <b>": median microseconds of one call of a made right after one call of b},
+    both ways: the cost of switching between two implementations that each run their own CPU
+    threads (per_call_us leaves it out)."""
+    (a, call_a), (b, call_b) = impls.items()
+    times: dict[str, list[float]] = {f"{a} after {b}": [], f"{b} after {a}": []}
+    for _ in range(repeats):
+        for key, before, timed in ((f"{a} after {b}", call_b, call_a), (f"{b} after {a}", call_a, call_b)):
+            before()
+            t0 = time.perf_counter()
+            timed()
+            times[key].append((time.perf_counter() - t0) * 1e6)
+    return {key: statistics.median(v) for key, v in times.items()}
+
+
 def run_op_cases(kind: Kind, sample_s: float, repeats: int) -> list[dict[str, Any]]:
     rows = []
     for case in op_cases(kind):
@@ -455,9 +518,18 @@ def run_op_cases(kind: Kind, sample_s: float, repeats: int) -> list[dict[str, An
     return rows
 
 
+# op: rms_norm, axpby
 # ---------------------------------------------------------------------------------------------
-# The decode step
+# The decode step: one transformer layer's norms and elementwise work, written with scale_lib and
+# with PyTorch's ops, eager, replayed from a CUDA graph and under
+# torch.compile(mode="reduce-overhead"). On the CPU it also records the cost of switching between
+# the two chains (handover_us), which the samples leave out.
 # ---------------------------------------------------------------------------------------------
+HIDDEN = 4096
+DECODE_BATCHES = (1, 8, 64)
+EPS = 1e-6
+
+
 # [decode_step.begin]
 def decode_step_scale_lib(x: Any, w1: Any, w2: Any) -> Any:
     """A transformer layer's norms and elementwise work, with stand-ins for attention and MLP."""
@@ -600,27 +672,13 @@ def run_decode(device: str, sample_s: float, repeats: int, quick: bool) -> list[
     return rows
 
 
-def handover_us(impls: dict[str, Fn], repeats: int) -> dict[str, float]:
-    """{"<a> after <b>": median microseconds of one call of a made right after one call of b},
-    both ways: the cost of switching between two implementations that each run their own CPU
-    threads (per_call_us leaves it out)."""
-    (a, call_a), (b, call_b) = impls.items()
-    times: dict[str, list[float]] = {f"{a} after {b}": [], f"{b} after {a}": []}
-    for _ in range(repeats):
-        for key, before, timed in ((f"{a} after {b}", call_b, call_a), (f"{b} after {a}", call_a, call_b)):
-            before()
-            t0 = time.perf_counter()
-            timed()
-            times[key].append((time.perf_counter() - t0) * 1e6)
-    return {key: statistics.median(v) for key, v in times.items()}
-
-
 def _close(got: Any, expected: Any) -> bool:
     import torch
 
     return bool(torch.allclose(got.float(), expected, rtol=5e-2, atol=5e-2))
 
 
+# /op: rms_norm, axpby
 # ---------------------------------------------------------------------------------------------
 # nanobind baseline (optional)
 # ---------------------------------------------------------------------------------------------
@@ -670,7 +728,7 @@ def nanobind_or_none(build_dir: Path) -> Any:
 # ---------------------------------------------------------------------------------------------
 def plot(data: dict[str, Any], out_dir: Path) -> Path | None:
     """Microseconds per call: one panel per kind of array (each op's implementations side by
-    side), and one for the decode step."""
+    side), and one for the decode step where the data has it."""
     try:
         import matplotlib
 
@@ -701,6 +759,7 @@ def plot(data: dict[str, Any], out_dir: Path) -> Path | None:
         ax.set_title(kind)
         ax.legend(fontsize=7, ncol=5)
         ax.grid(alpha=0.3, axis="y")
+    # op: rms_norm, axpby
     if data["decode"]:
         ax = axes[-1, 0]
         rows = data["decode"]
@@ -714,6 +773,7 @@ def plot(data: dict[str, Any], out_dir: Path) -> Path | None:
         ax.set_title("decode step: 2 x rms_norm + 2 x scale + 2 x axpby, (B, 4096) bfloat16")
         ax.legend(fontsize=7)
         ax.grid(alpha=0.3, axis="y")
+    # /op: rms_norm, axpby
     fig.tight_layout()
     path = out_dir / "overhead.png"
     fig.savefig(path, dpi=100)
@@ -721,6 +781,7 @@ def plot(data: dict[str, Any], out_dir: Path) -> Path | None:
     return path
 
 
+# op: rms_norm, axpby
 def _torch_or_none() -> Any:
     try:
         import torch
@@ -729,6 +790,7 @@ def _torch_or_none() -> Any:
     return torch
 
 
+# /op: rms_norm, axpby
 def main() -> None:
     args = common.parse_args(__doc__)
     nb = (
@@ -741,19 +803,17 @@ def main() -> None:
     calls = []
     for kind in kinds(args.device, nb):
         calls += run_op_cases(kind, sample_s, repeats)
-    decode: list[dict[str, Any]] = []
+    decode: list[dict[str, Any]] = []  # the decode step's rows, where this library has one
     capture: list[dict[str, Any]] = []
-    # The decode step is made of these example ops: a library without one of them skips it.
-    missing = [op for op in ("scale", "rms_norm", "axpby") if not hasattr(scale_lib, op)]
-    torch = None if missing else _torch_or_none()
-    if missing:
-        print(f"decode step skipped: this library has no {', '.join(missing)}")
+    # op: rms_norm, axpby
+    torch = _torch_or_none()
     for device in [d for d in ("cpu", "cuda") if torch is not None and args.device in (d, "all")]:
         if device == "cuda" and not (torch.cuda.is_available() and scale_lib.cuda_available()):
             continue
         with torch.no_grad():  # inference
             capture.append(no_graph_break(device))
             decode += run_decode(device, sample_s, repeats, args.quick)
+    # /op: rms_norm, axpby
     data = {
         "environment": common.environment(),
         "method": {

@@ -103,7 +103,10 @@ def overhead_section(data: dict) -> list[str]:
             "equivalent: " + _verdict(counts["own"], misses["own"]),
             "",
         ]
-    return out + _decode_section(data.get("decode", []), data.get("capture", []))
+    # op: rms_norm, axpby
+    out += _decode_section(data.get("decode", []), data.get("capture", []))
+    # /op: rms_norm, axpby
+    return out
 
 
 _TARGET_NAMES = {"out": "`out=`-raw", "alloc": "alloc-raw", "own": "vs framework"}
@@ -124,6 +127,7 @@ def _overhead_checks(us: dict[str, float]) -> dict[str, bool]:
     return checks
 
 
+# op: rms_norm, axpby
 def _decode_section(rows: list[dict], capture: list[dict]) -> list[str]:
     if not rows:
         return []
@@ -182,6 +186,7 @@ def _decode_section(rows: list[dict], capture: list[dict]) -> list[str]:
     return [*out, ""]
 
 
+# /op: rms_norm, axpby
 def _us(impl: dict | None, label: bool = False) -> str:
     if impl is None:
         return "-"

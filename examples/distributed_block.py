@@ -1,3 +1,4 @@
+# op-file: rms_norm, axpby
 """A transformer-style block built on scale_lib ops, trained on two processes with FSDP2
 (``fully_shard``) and with tensor + sequence parallelism (``parallelize_module``), and checked
 against the same model trained on one process.

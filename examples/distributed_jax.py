@@ -1,3 +1,4 @@
+# op-file: rms_norm, axpby
 """scale_lib ops under jax.jit over arrays sharded across devices: the outputs stay sharded and
 the compiled program has no all-gather.
 

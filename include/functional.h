@@ -3,8 +3,8 @@
 // framework's allocator (PyTorch, Paddle), so that an allocating call from Python is one call
 // into the library instead of an allocation in Python and a call. It runs the op's binding, with
 // all of its checks; its arguments are the op's without the output. Callers that publish no
-// allocator get library-owned host memory on the CPU (as flatnonzero's result) and a ValueError
-// on CUDA. An op's binding file defines and exports its functional form:
+// allocator get library-owned host memory on the CPU (as an output the library allocates itself
+// does) and a ValueError on CUDA. An op's binding file defines and exports its functional form:
 //   ffi::Tensor ScaleNew(ffi::TensorView x, double factor) {
 //     return CallNew<&Scale>(x.shape(), x, factor);
 //   }

@@ -37,7 +37,8 @@ template <>
 struct FloatMath<bfloat16_t> {
   using Compute = float;
   // A bfloat16 is the top half of a float32: widening is a shift of the raw bits, which keeps
-  // register pressure at fp16's level (the intrinsic's form cost rms_norm a third more registers).
+  // register pressure at fp16's level (the intrinsic's form cost a row-wise reduction kernel a
+  // third more registers).
   __device__ static float Load(bfloat16_t v) {
     return __uint_as_float(static_cast<unsigned int>(__bfloat16_as_ushort(v)) << 16);
   }
@@ -56,7 +57,7 @@ struct alignas(sizeof(T) * kWidth) Pack {
 
 // A pack widened to Compute values and narrowed back. 16-bit floats convert two at a time (one
 // cvt.rn.{f16,bf16}x2.f32 per pair on the way out): converting element by element doubled the
-// instruction count of bf16 kernels and cost rms_norm a tenth of its bandwidth.
+// instruction count of bf16 kernels and cost a row-wise reduction a tenth of its bandwidth.
 template <typename T, int kWidth>
 __device__ void Widen(const Pack<T, kWidth>& p, typename FloatMath<T>::Compute (&out)[kWidth]) {
   if constexpr (std::is_same_v<T, bfloat16_t> && kWidth % 2 == 0) {

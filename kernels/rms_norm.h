@@ -35,7 +35,6 @@ A EpsIn(double eps) {
 }
 // [eps.end]
 
-
 // weight: shape (hidden,). Leading dimensions of size 1 are accepted too: jax.vmap passes an
 // unbatched weight that way.
 inline void CheckWeight(const ffi::TensorView& weight, const ffi::TensorView& x) {

@@ -74,13 +74,13 @@ __global__ void __launch_bounds__(kScanThreads)
 // [scan_kernel.end]
 
 template <typename T, typename Fn, typename... In>
-void LaunchScan(const Fn& fn, int64_t rows, int64_t cols, bool reverse, cudaStream_t stream,
-                T* out, const In*... ins) {
+void LaunchScan(const Fn& fn, int64_t rows, int64_t cols, bool reverse, cudaStream_t stream, T* out,
+                const In*... ins) {
   static_assert((std::is_same_v<In, T> && ...),
                 "LaunchScan: every input has the output's storage type");
   if (rows == 0 || cols == 0) return;
-  ScanKernel<T><<<GridSize(rows, 1), kScanThreads, 0, stream>>>(fn, rows, cols, reverse, out,
-                                                                 ins...);
+  ScanKernel<T>
+      <<<GridSize(rows, 1), kScanThreads, 0, stream>>>(fn, rows, cols, reverse, out, ins...);
   CHECK_CUDA_LAUNCH();
 }
 

@@ -22,7 +22,8 @@ namespace host {
 // [scan_cpu.begin]
 template <typename T, typename Fn, typename... In>
 void RunScan(const Fn& fn, int64_t rows, int64_t cols, bool reverse, T* out, const In*... ins) {
-  static_assert((std::is_same_v<In, T> && ...), "RunScan: every input has the output's storage type");
+  static_assert((std::is_same_v<In, T> && ...),
+                "RunScan: every input has the output's storage type");
   using M = FloatMath<T>;
   using C = Compute<T>;
   if (rows == 0 || cols == 0) return;

@@ -1,7 +1,7 @@
 """Shared machinery of the property-based tests (Hypothesis): each op's property tests live in
 its own tests/test_<op>.py and check it against a NumPy float64 reference.
 
-Where the matrix tests (test_scale.py, test_rms_norm.py, ...) check fixed shapes and data, these
+Where the matrix tests (test_scale.py, every test_<op>.py) check fixed shapes and data, these
 draw shapes (0-d, zero-size and size-1 dimensions included), dtypes, data, scalar arguments and
 memory layouts (views at an offset into a larger buffer, strided rows, ``out=`` fresh, in place
 or inside a guarded buffer), run the op on every backend and compare with float64 NumPy computed

@@ -16,7 +16,7 @@ TOLERANCES: dict[str, tuple[float, float]] = {
 }
 
 
-# Ops that reduce (rms_norm, l2_norm, gradients) add accumulation error to the final rounding:
+# Ops that reduce (norms, sums, gradients) add accumulation error to the final rounding:
 # float32 accumulation over up to ~2^17 terms for the 16-bit and float32 types.
 REDUCTION_TOLERANCES: dict[str, tuple[float, float]] = {
     "float16": (2e-3, 1e-5),
@@ -38,11 +38,7 @@ def random_data(shape: tuple[int, ...], seed: int) -> np.ndarray:
     return np.asarray(np.random.default_rng(seed).standard_normal(shape), dtype=np.float64)
 
 
-def scale_reference(x: np.ndarray, factor: float) -> np.ndarray:
-    """``x * factor`` in float64, ``x`` being the float64 copy of the (rounded) input."""
-    return x.astype(np.float64) * np.float64(factor)
-
-
+# op: rms_norm
 def rms_norm_reference(x: np.ndarray, weight: np.ndarray | None, eps: float) -> np.ndarray:
     x = x.astype(np.float64)
     y = x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps)
@@ -58,3 +54,9 @@ def rms_norm_grad_reference(x, weight, grad, eps):
     grad_x = rstd * w * grad - rstd**3 * dot * x / x.shape[-1]
     grad_w = np.sum((grad * x * rstd).reshape(-1, x.shape[-1]), axis=0)
     return grad_x, (None if weight is None else grad_w)
+
+
+# /op: rms_norm
+def scale_reference(x: np.ndarray, factor: float) -> np.ndarray:
+    """``x * factor`` in float64, ``x`` being the float64 copy of the (rounded) input."""
+    return x.astype(np.float64) * np.float64(factor)

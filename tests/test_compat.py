@@ -305,8 +305,9 @@ calls = [
     lambda: scale_lib.scale(jnp.ones(3), 2.0),
     lambda: jax.jit(lambda x: scale_lib.scale(x, 2.0))(jnp.ones(3)),
 ]
-if hasattr(scale_lib, "flatnonzero"):  # an op that runs eagerly, not through XLA
-    calls.append(lambda: scale_lib.flatnonzero(jnp.ones(3)))
+# op: flatnonzero
+calls.append(lambda: scale_lib.flatnonzero(jnp.ones(3)))  # an op that runs eagerly, not through XLA
+# /op: flatnonzero
 print("calls:", len(calls))
 for call in calls:
     try:

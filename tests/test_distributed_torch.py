@@ -1,6 +1,5 @@
 """scale_lib ops on PyTorch DTensors: placements kept, values equal to the unsharded op, no
-collective where the op treats the sharded dimension independently, autograd, and the
-example block trained under FSDP2 and tensor + sequence parallelism.
+collective where the op treats the sharded dimension independently, and autograd.
 
 Two processes on loopback, spawned by a child interpreter (bounded in time): gloo on CPU by
 default; ``SCALE_LIB_TEST_DIST_BACKEND=nccl`` runs the same checks on 2 GPUs. Every check runs
@@ -9,9 +8,11 @@ on both ranks in the same order; rank 0 reports each one's outcome, and each is 
 
 from __future__ import annotations
 
+import datetime
 import importlib
 import json
 import os
+import socket
 import subprocess
 import sys
 import traceback
@@ -22,16 +23,6 @@ from typing import Any
 import pytest
 from cases import public_op_names
 
-import scale_lib
-
-# These tests (and the examples they run) use the template's example ops: a library made from the
-# template without them skips them, naming what it lacks.
-_MISSING = [op for op in ("scale", "axpby", "rms_norm", "l2_norm") if not hasattr(scale_lib, op)]
-if _MISSING:
-    pytest.skip(f"needs the example ops {', '.join(_MISSING)}", allow_module_level=True)
-
-ROOT = Path(__file__).resolve().parent.parent
-EXAMPLES = ROOT / "examples"
 BACKEND = os.environ.get("SCALE_LIB_TEST_DIST_BACKEND", "gloo")
 TIMEOUT_S = 600
 
@@ -72,17 +63,21 @@ def elementwise_keeps_shards(mesh: Any, device: Any) -> None:
     import scale_lib
 
     x, y = _data(4, 6, 8, device=device), _data(4, 6, 8, seed=1, device=device)
+    calls = [lambda a, b: scale_lib.scale(a, 3.0)]  # every elementwise op, of (x, y)
+    # op: axpby
+    calls.append(lambda a, b: scale_lib.axpby(a, b, 2.0, -0.5))
+    # /op: axpby
     for p in (Shard(0), Shard(1), Shard(2), Replicate()):
         dx, dy = distribute_tensor(x, mesh, [p]), distribute_tensor(y, mesh, [p])
-        with _no_comm() as comm:
-            s = scale_lib.scale(dx, 3.0)
-            a = scale_lib.axpby(dx, dy, 2.0, -0.5)
-        assert comm.get_total_counts() == 0, (p, comm.get_comm_counts())
-        assert s.placements == (p,) and a.placements == (p,), (p, s.placements, a.placements)
-        _assert_close(s, scale_lib.scale(x, 3.0))
-        _assert_close(a, scale_lib.axpby(x, y, 2.0, -0.5))
+        for f in calls:
+            with _no_comm() as comm:
+                out = f(dx, dy)
+            assert comm.get_total_counts() == 0, (p, comm.get_comm_counts())
+            assert out.placements == (p,), (p, out.placements)
+            _assert_close(out, f(x, y))
 
 
+# op: axpby
 @check
 def elementwise_mixed_placements(mesh: Any, device: Any) -> None:
     from torch.distributed.tensor import Replicate, Shard, distribute_tensor
@@ -99,6 +94,7 @@ def elementwise_mixed_placements(mesh: Any, device: Any) -> None:
     _assert_close(a, scale_lib.axpby(x, y, 1.0, 2.0))
 
 
+# /op: axpby
 @check
 def linear_ops_keep_partial(mesh: Any, device: Any) -> None:
     import torch
@@ -109,20 +105,24 @@ def linear_ops_keep_partial(mesh: Any, device: Any) -> None:
     rank = mesh.get_local_rank()
     xs = [_data(3, 5, seed=10 + r, device=device) for r in range(2)]
     ys = [_data(3, 5, seed=20 + r, device=device) for r in range(2)]
+    calls = [lambda a, b: scale_lib.scale(a, -2.0)]  # every linear op, of (x, y)
+    # op: axpby
+    calls.append(lambda a, b: scale_lib.axpby(a, b, 0.5, 3.0))
+    # /op: axpby
     for reduce_op in ("sum", "avg"):
         dx = DTensor.from_local(xs[rank], mesh, [Partial(reduce_op)])
         dy = DTensor.from_local(ys[rank], mesh, [Partial(reduce_op)])
-        with _no_comm() as comm:
-            s = scale_lib.scale(dx, -2.0)
-            a = scale_lib.axpby(dx, dy, 0.5, 3.0)
-        assert comm.get_total_counts() == 0, comm.get_comm_counts()
-        assert s.placements == (Partial(reduce_op),) and a.placements == (Partial(reduce_op),)
         reduce = torch.add if reduce_op == "sum" else (lambda u, v: (u + v) / 2)
         x, y = reduce(*xs), reduce(*ys)
-        _assert_close(s, scale_lib.scale(x, -2.0))
-        _assert_close(a, scale_lib.axpby(x, y, 0.5, 3.0))
+        for f in calls:
+            with _no_comm() as comm:
+                out = f(dx, dy)
+            assert comm.get_total_counts() == 0, comm.get_comm_counts()
+            assert out.placements == (Partial(reduce_op),), out.placements
+            _assert_close(out, f(x, y))
 
 
+# op: rms_norm
 @check
 def nonlinear_ops_reduce_partial_first(mesh: Any, device: Any) -> None:
     from torch.distributed.tensor import DTensor, Partial
@@ -138,6 +138,7 @@ def nonlinear_ops_reduce_partial_first(mesh: Any, device: Any) -> None:
     _assert_close(r, scale_lib.rms_norm(xs[0] + xs[1]))
 
 
+# /op: rms_norm
 @check
 def out_variants_write_the_callers_tensor(mesh: Any, device: Any) -> None:
     import torch
@@ -145,21 +146,30 @@ def out_variants_write_the_callers_tensor(mesh: Any, device: Any) -> None:
 
     import scale_lib
 
-    x, w = _data(4, 6, 8, device=device), _data(8, seed=1, device=device)
-    dx, dw = distribute_tensor(x, mesh, [Shard(0)]), distribute_tensor(w, mesh, [Replicate()])
+    x = _data(4, 6, 8, device=device)
+    dx = distribute_tensor(x, mesh, [Shard(0)])
+    # op: rms_norm
+    w = _data(8, seed=1, device=device)
+    dw = distribute_tensor(w, mesh, [Replicate()])
+    # /op: rms_norm
     for p in (Shard(0), Replicate()):  # out sharded like x, or whole (x is gathered)
         out = distribute_tensor(torch.zeros_like(x), mesh, [p])
         assert scale_lib.scale(dx, 2.0, out=out) is out
         _assert_close(out, x * 2)
+        # op: rms_norm
         scale_lib.rms_norm(dx, dw, out=out)
         assert out.placements == (p,)
         _assert_close(out, scale_lib.rms_norm(x, w))
+        # /op: rms_norm
+    # op: rms_norm
     # rms_norm cannot write an out split along the normalised dimension.
     out = distribute_tensor(torch.zeros_like(x), mesh, [Shard(2)])
     with pytest.raises(Exception, match="rms_norm_out"):
         scale_lib.rms_norm(dx, dw, out=out)
+    # /op: rms_norm
 
 
+# op: rms_norm
 @check
 def rms_norm_keeps_row_shards(mesh: Any, device: Any) -> None:
     from torch.distributed.tensor import Replicate, Shard, distribute_tensor
@@ -238,6 +248,8 @@ def rms_norm_backward_ops(mesh: Any, device: Any) -> None:
     _assert_close(wg, ops.rms_norm_weight_grad(g, x, rstd))
 
 
+# /op: rms_norm
+# op: l2_norm
 @check
 def l2_norm_partial_norms(mesh: Any, device: Any) -> None:
     from torch.distributed.tensor import Partial, Replicate, Shard, distribute_tensor
@@ -287,8 +299,29 @@ def l2_norm_autograd(mesh: Any, device: Any) -> None:
     _assert_close(dx.grad, xr.grad)
 
 
+# /op: l2_norm
 @check
 def elementwise_autograd(mesh: Any, device: Any) -> None:
+    from torch.distributed.tensor import Shard, distribute_tensor
+
+    import scale_lib
+
+    x, g = _data(4, 6, device=device), _data(4, 6, seed=2, device=device)
+    xr = x.clone().requires_grad_()
+    scale_lib.scale(xr, 0.5).backward(g)
+    dx = distribute_tensor(x, mesh, [Shard(1)]).requires_grad_()
+    out = scale_lib.scale(dx, 0.5)
+    dg = distribute_tensor(g, mesh, [Shard(1)])
+    with _no_comm() as comm:
+        out.backward(dg)
+    assert comm.get_total_counts() == 0, comm.get_comm_counts()
+    assert dx.grad.placements == (Shard(1),)
+    _assert_close(dx.grad, xr.grad)
+
+
+# op: axpby
+@check
+def scale_and_axpby_autograd(mesh: Any, device: Any) -> None:
     from torch.distributed.tensor import Shard, distribute_tensor
 
     import scale_lib
@@ -308,6 +341,8 @@ def elementwise_autograd(mesh: Any, device: Any) -> None:
     _assert_close(dy.grad, yr.grad)
 
 
+# /op: axpby
+# op: flatnonzero
 @check
 def flatnonzero_refuses_dtensor(mesh: Any, device: Any) -> None:
     import torch
@@ -324,10 +359,20 @@ def flatnonzero_refuses_dtensor(mesh: Any, device: Any) -> None:
     torch.testing.assert_close(local, torch.nonzero(dx.full_tensor().reshape(-1)).reshape(-1))
 
 
+# /op: flatnonzero
+# op: rms_norm, axpby
+# The example block (examples/distributed_block.py), trained under FSDP2 and under tensor +
+# sequence parallelism, against the same model trained on one process.
+def _example() -> Any:
+    examples = str(Path(__file__).resolve().parent.parent / "examples")
+    if examples not in sys.path:
+        sys.path.insert(0, examples)
+    return importlib.import_module("distributed_block")
+
+
 @check
 def block_fsdp2(mesh: Any, device: Any) -> None:
-    import distributed_block as example
-
+    example = _example()
     data = example.make_data(3, device)
     result = example.compare(example.train_reference(data, device, 0.1), example.train_fsdp(data, mesh, 0.1))
     assert result["ok"], result
@@ -335,9 +380,9 @@ def block_fsdp2(mesh: Any, device: Any) -> None:
 
 @check
 def block_tensor_sequence_parallel(mesh: Any, device: Any) -> None:
-    import distributed_block as example
     from torch.distributed.tensor import DTensor, Shard
 
+    example = _example()
     data = example.make_data(3, device)
     result = example.compare(
         example.train_reference(data, device, 0.1), example.train_tensor_parallel(data, mesh, 0.1)
@@ -361,6 +406,7 @@ def block_tensor_sequence_parallel(mesh: Any, device: Any) -> None:
         )
 
 
+# /op: rms_norm, axpby
 # ---------------------------------------------------------------------------------------------
 # The two processes
 # ---------------------------------------------------------------------------------------------
@@ -371,13 +417,39 @@ for _op in public_op_names():
         check(_f)
 
 
+def _init(rank: int, world_size: int, backend: str, port: int) -> Any:
+    """Join the process group on loopback and return a 1-D device mesh."""
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+
+    if backend == "gloo" and sys.platform.startswith("linux"):
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    device_type = "cuda" if backend == "nccl" else "cpu"
+    if device_type == "cuda":
+        torch.cuda.set_device(rank)
+    dist.init_process_group(
+        backend,
+        init_method=f"tcp://127.0.0.1:{port}",
+        rank=rank,
+        world_size=world_size,
+        timeout=datetime.timedelta(seconds=120),
+    )
+    return init_device_mesh(device_type, (world_size,))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 def _rank_main(rank: int, backend: str, port: int, result_path: str) -> None:
-    sys.path.insert(0, str(EXAMPLES))
-    import distributed_block as example
+    import torch
     import torch.distributed as dist
 
-    mesh = example.init(rank, 2, backend, port)
-    device = example.torch.device("cuda", rank) if backend == "nccl" else example.torch.device("cpu")
+    mesh = _init(rank, 2, backend, port)
+    device = torch.device("cuda", rank) if backend == "nccl" else torch.device("cpu")
     results = {}
     for name, f in CHECKS.items():
         try:
@@ -392,12 +464,10 @@ def _rank_main(rank: int, backend: str, port: int, result_path: str) -> None:
 
 
 def _main() -> None:
-    sys.path.insert(0, str(EXAMPLES))
-    import distributed_block as example
     import torch.multiprocessing as mp
 
     backend, result_path = sys.argv[1], sys.argv[2]
-    mp.spawn(_rank_main, args=(backend, example.free_port(), result_path), nprocs=2)
+    mp.spawn(_rank_main, args=(backend, _free_port(), result_path), nprocs=2)
 
 
 def _skip_reason() -> str | None:

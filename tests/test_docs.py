@@ -1,6 +1,6 @@
 """The docs say only what the code does: every region they include exists, every Python or
-shell snippet is run here or marked with the reason it is not, and every path, nox session and
-``tools/dev.py`` session they name exists.
+shell snippet is run here or marked with the reason it is not, and every path, nox session,
+``tools/dev.py`` session and ``scale_lib.<name>`` they name exists.
 
 A snippet is a fenced block of README.md, CONTRIBUTING.md or docs/ (directives such as
 ``{literalinclude}`` excepted: they show real code). The line before its fence says what this
@@ -207,6 +207,28 @@ def test_every_path_named_exists() -> None:
                 continue  # a placeholder (tests/test_<op>.py), or there
             missing.append(f"{page.relative_to(ROOT)}:{text.count(chr(10), 0, m.start()) + 1}: {m.group(1)}")
     assert not missing, "paths the docs name that do not exist:\n" + "\n".join(missing)
+
+
+LIBRARY_NAME = re.compile(r"(?<![\w.])scale_lib\.([A-Za-z_]\w*)")
+
+
+def test_every_library_name_the_docs_call_exists() -> None:
+    # A page that calls scale_lib.NAME (in prose, a snippet or a GPU-only example) names what the
+    # package has: a generated library without an op keeps no call of it.
+    import importlib.util
+
+    import scale_lib
+
+    missing = []
+    for page in [*PAGES, *sorted((ROOT / "examples").glob("*.py"))]:
+        text = _rendered(page.read_text())
+        for m in LIBRARY_NAME.finditer(text):
+            name = m.group(1)
+            if hasattr(scale_lib, name) or importlib.util.find_spec(f"scale_lib.{name}") is not None:
+                continue
+            line = text.count("\n", 0, m.start()) + 1
+            missing.append(f"{page.relative_to(ROOT)}:{line}: scale_lib.{name}")
+    assert not missing, "names of the package the docs use that it does not have:\n" + "\n".join(missing)
 
 
 def test_unmarked_snippets_fail() -> None:

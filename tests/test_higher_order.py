@@ -1,10 +1,11 @@
 """Second-order gradients of every differentiable op are right or refused, never silently wrong.
 
-An op's backward that calls ops without a gradient of their own (rms_norm's pieces) must not be
-taken as a constant when differentiated again: PyTorch raises a TypeError from the op that has no
-gradient, JAX a TypeError naming the op. Where second order works (PyTorch, for ops whose vjp is
-written with differentiable ops), ``gradgradcheck`` checks it against finite differences in
-float64. Driven by the declared ops: an op a fork adds is checked the same way.
+An op's backward that calls ops without a gradient of their own (kernels its backward is made
+of) must not be taken as a constant when differentiated again: PyTorch raises a TypeError from
+the op that has no gradient, JAX a TypeError naming the op. Where second order works (PyTorch,
+for ops whose vjp is written with differentiable ops), ``gradgradcheck`` checks it against
+finite differences in float64. Driven by the declared ops: an op a fork adds is checked the
+same way.
 """
 
 from __future__ import annotations

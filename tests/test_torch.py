@@ -71,14 +71,13 @@ def test_no_grad_and_inference_mode_take_the_direct_path(backend: Backend) -> No
     assert z.is_inference()
 
 
+# op: rms_norm
 @pytest.mark.parametrize("backend", TORCH_BACKENDS, indirect=True)
 def test_module_weights_take_the_direct_path_without_grad(backend: Backend) -> None:
     # A module's weight is an nn.Parameter: under no_grad (inference) the call goes straight to
     # the library, with grad enabled through the custom op, so that autograd sees it.
     from scale_lib._torch import ADAPTER
 
-    if not hasattr(scale_lib, "rms_norm"):  # a library made from the template without it
-        pytest.skip("needs the example op rms_norm")
     x, weight = _randn(backend, 3, 8), torch.nn.Parameter(_randn(backend, 8))
     op = scale_lib.ops._rms_norm.op
     with torch.no_grad():
@@ -91,6 +90,7 @@ def test_module_weights_take_the_direct_path_without_grad(backend: Backend) -> N
     assert weight.grad is not None and weight.grad.shape == (8,)
 
 
+# /op: rms_norm
 @pytest.mark.parametrize("backend", TORCH_BACKENDS, indirect=True)
 def test_out_with_autograd_is_rejected(backend: Backend) -> None:
     x = _randn(backend, 4, requires_grad=True)

@@ -1,16 +1,22 @@
 #!/usr/bin/env python3
 """The template's own CI (nox -s template): every flow of docs/template.md, as a user runs it.
 
-  1. generate a minimal library and one with a long name and --ops rms_norm,flatnonzero,
-     silu_and_mul (the Triton op: its docs blocks go with it from the minimal one); lint,
-     test and build the docs of each, unchanged (from the committed template: commit first);
-  2. remove an op from the second (tools/remove_op.py) and check it again;
+  1. generate three libraries: `scale` only, --ops rms_norm, and every op (with a long name);
+     check each as generated: its lint, CPU-only build and tests, and its docs, plus what must
+     hold of a library mechanically: no file names an op it does not have (git grep of every
+     template op it dropped finds nothing), and its own tests check that every session its
+     workflows and .ci/run name and every <lib>.<name> its docs call exist;
+  2. in each of the three, as docs/adding_an_op.md and docs/scan.md say: add silu_mul, an
+     elementwise op with the documented vjp (tools/new_op.py, then the user's edits), and
+     cumsum, a scan (--kind scan; docs/scan.md's code is what the scaffold wrote), add an op of
+     its own kernels (--kind custom), remove one op (tools/remove_op.py), commit; then the same
+     checks (the removed op dropped too);
   3. generate a library at an older template commit, edit a kernel and a shared file in it,
      update it to a newer template commit (tools/update_from_template.py): both the template's
      change and the library's own edits must be there, with no conflict, and its tests pass;
   4. scaffold, in a clean clone of a generated library (tools/new_op.py), a two-input elementwise
-     op with an attribute, a row-wise op, a CUDA-only op and a Triton op (--lang triton, with a
-     float, an int and a bool attribute) as generated, and silu_mul and
+     op with an attribute, a row-wise op, a CUDA-only op, a scan with attributes and a Triton op
+     (--lang triton, with a float, an int and a bool attribute) as generated, and silu_mul and
      gelu_tanh as a user writes them (the math in one function object, the float64 reference,
      silu_mul's vjp with array_namespace); lint, build CPU-only and run their tests (NumPy,
      PyTorch and JAX: silu_mul's gradients by torch.autograd.gradcheck and against jax.grad of
@@ -23,13 +29,14 @@ sessions' job; the scaffold flow installs PyTorch and JAX for its gradient check
 template checkout with a Python that has copier, ruff and clang-format at the pinned versions,
 pre-commit, pip and git: nox -s template does that.
 
-    python tools/check_template.py WORKDIR [--only generate|remove|update|scaffold]
+    python tools/check_template.py WORKDIR [--only generate|evolve|update|scaffold]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -108,36 +115,118 @@ def check(name: str, dest: Path, *, lint: bool = True, docs: bool = True) -> Non
         )
 
 
+def template_ops() -> list[str]:
+    """The example ops of this template, as ops.py declares them."""
+    text = (ROOT / "python" / "scale_lib" / "ops.py").read_text()
+    return re.findall(r"^# ===== op: (\w+) =====$", text, re.MULTILINE)
+
+
+# The generated libraries: (name, example ops kept, the op each removes after adding its own).
+# The custom op is removed from the minimal one: it has no example op but scale, which stays.
+def libraries() -> list[tuple[str, list[str], str]]:
+    every = [op for op in template_ops() if op != "scale"]
+    return [
+        ("my_kernels", [], "clamp_add"),
+        ("rms_kernels", ["rms_norm"], "rms_norm"),
+        (LONG_NAME, every, "l2_norm"),
+    ]
+
+
+def check_names(dest: Path, kept: set[str]) -> None:
+    """Nothing in the library names a template op it does not have."""
+    for op in sorted(set(template_ops()) - kept):
+        left = run("git", "grep", "-n", "-w", op, cwd=dest, check=False)
+        assert not left.strip(), f"{dest.name}: files still naming {op}, which it does not have:\n{left}"
+
+
 def flow_generate(work: Path) -> None:
-    with step("generate a minimal library (scale only)"):
-        generate("my_kernels", work / "my_kernels")
-        left = run("git", "grep", "-l", "silu_and_mul", cwd=work / "my_kernels", check=False)
-        assert not left.strip(), f"files still naming a dropped op: {left}"
-    with step("  its lint, tests and docs"):
-        check("my_kernels", work / "my_kernels")
-    with step("generate a library with --ops rms_norm,flatnonzero,silu_and_mul"):
-        generate(LONG_NAME, work / LONG_NAME, "--ops", "rms_norm,flatnonzero,silu_and_mul")
-        for op in ("scale", "rms_norm", "flatnonzero", "silu_and_mul"):
-            assert (work / LONG_NAME / "tests" / f"test_{op}.py").is_file(), op
-        assert not (work / LONG_NAME / "kernels" / "axpby.cu").exists()
-    with step("  its lint, tests and docs"):
-        check(LONG_NAME, work / LONG_NAME)
+    for name, ops, _ in libraries():
+        dest = work / name
+        with step(f"generate {name}" + (f" with --ops {','.join(ops)}" if ops else " (scale only)")):
+            generate(name, dest, *(["--ops", ",".join(ops)] if ops else []))
+            for op in ("scale", *ops):
+                assert (dest / "tests" / f"test_{op}.py").is_file(), op
+            check_names(dest, {"scale", *ops})
+        with step("  its lint, tests and docs"):
+            check(name, dest)
 
 
-def flow_remove(work: Path) -> None:
-    dest = work / LONG_NAME
-    if dest not in GENERATED:  # run on its own: a fresh library
-        generate(LONG_NAME, dest, "--ops", "rms_norm,flatnonzero")
-    with step(f"remove flatnonzero from {LONG_NAME} (tools/remove_op.py)"):
-        run(PY, "tools/remove_op.py", "flatnonzero", cwd=dest)
-        left = [
-            p for p in run("git", "ls-files", cwd=dest).split() if "flatnonzero" in p and (dest / p).exists()
-        ]
-        assert not left, f"files left: {left}"
-        touched = run("git", "status", "--short", cwd=dest)
-        print("   " + touched.strip().replace("\n", "\n   "))
-    with step("  its lint, tests and docs"):
-        check(LONG_NAME, dest)
+def flow_evolve(work: Path) -> None:
+    for name, ops, removed in libraries():
+        dest = work / name
+        if dest not in GENERATED:  # run on its own: a fresh library
+            generate(name, dest, *(["--ops", ",".join(ops)] if ops else []))
+        new_op = [PY, "tools/new_op.py"]
+        with step(f"{name}: add silu_mul (its vjp as documented), cumsum (a scan), clamp_add (custom)"):
+            run(*new_op, "silu_mul", "--inputs", "x,y", cwd=dest)
+            edited = _apply(dest, name, SILU_MUL_EDITS)
+            run(*new_op, "cumsum", "--kind", "scan", cwd=dest)
+            check_scan_page(dest, name)
+            run(
+                *new_op,
+                "clamp_add",
+                "--inputs",
+                "a,b",
+                "--attrs",
+                "limit:float",
+                "--kind",
+                "custom",
+                cwd=dest,
+            )
+            print("   files the user edited: " + ", ".join(sorted(edited)))
+        with step(f"  remove {removed} (tools/remove_op.py), commit"):
+            run(PY, "tools/remove_op.py", removed, cwd=dest)
+            _commit(dest, f"silu_mul, cumsum; without {removed}")
+            answers = (dest / ".copier-answers.yml").read_text()
+            assert removed not in answers, answers
+            check_names(dest, ({"scale", *ops} - {removed}) | {"silu_mul", "cumsum"})
+            left = run("git", "grep", "-n", "-w", removed, cwd=dest, check=False)
+            assert not left.strip(), f"{name}: files still naming {removed}:\n{left}"
+        with step("  its lint, tests and docs"):
+            check(name, dest)
+    with step("the added ops' tests with PyTorch and JAX (their gradients: silu_mul's documented vjp)"):
+        run(
+            PY,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            os.environ.get("TORCH_SPEC", "torch"),
+            "jax>=0.9.1",
+            "jax-tvm-ffi>=0.1.3,<0.2",
+        )
+        for name, _, _ in libraries():
+            out = run(
+                PY,
+                "-m",
+                "pytest",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                "-x",
+                "tests/test_silu_mul.py",
+                "tests/test_cumsum.py",
+                cwd=work / name,
+            )
+            last = out.strip().splitlines()[-1]
+            print(f"   {name}: {last}")
+            if " passed" not in last:
+                raise SystemExit(f"FAILED: no test ran in {work / name}")
+
+
+def check_scan_page(dest: Path, name: str) -> None:
+    """docs/scan.md shows what new_op.py cumsum --kind scan wrote: each of its blocks marked as
+    written by new_op.py is in the scaffolded files as it is on the page."""
+    page = (dest / "docs" / "scan.md").read_text()
+    written = "\n".join(
+        (dest / path).read_text() for path in (f"python/{name}/ops.py", "tests/test_cumsum.py")
+    )
+    blocks = re.findall(
+        r"<!-- doc-test: skip: [^>]*new_op\.py writes[^>]*-->\n```python\n(.*?)```", page, re.DOTALL
+    )
+    assert len(blocks) >= 2, "docs/scan.md: no blocks of what new_op.py writes"
+    for block in blocks:
+        assert block in written, f"docs/scan.md shows code new_op.py no longer writes:\n{block}"
 
 
 def flow_update(work: Path) -> None:
@@ -272,7 +361,7 @@ def flow_scaffold(work: Path) -> None:
     name = "fastops"
     origin, dest = work / "scaffold_origin", work / name
     new_op = [PY, "tools/new_op.py"]
-    ops = ["fma", "row_norm", "gelu_tanh", "silu_mul", "tri_fma"]
+    ops = ["fma", "row_norm", "wsum", "gelu_tanh", "silu_mul", "tri_fma"]
     with step("generate a library; a clean clone of it"):
         generate(name, origin)
         shutil.rmtree(dest, ignore_errors=True)
@@ -282,6 +371,18 @@ def flow_scaffold(work: Path) -> None:
         run(*new_op, "fma", "--inputs", "a,b", "--attrs", "alpha:float", cwd=dest)
         run(*new_op, "row_norm", "--inputs", "x", "--attrs", "eps:float", "--kind", "rows", cwd=dest)
         run(*new_op, "gelu_tanh", "--cuda-only", cwd=dest)
+    with step("scaffold a scan of two inputs with a float and a bool attribute"):
+        run(
+            *new_op,
+            "wsum",
+            "--inputs",
+            "a,b",
+            "--attrs",
+            "alpha:float,negate:bool",
+            "--kind",
+            "scan",
+            cwd=dest,
+        )
     with step("scaffold a Triton op (--lang triton) with a float, an int and a bool attribute"):
         attrs = "alpha:float,times:int,negate:bool"
         run(*new_op, "tri_fma", "--inputs", "a,b", "--attrs", attrs, "--lang", "triton", cwd=dest)
@@ -368,14 +469,14 @@ def _commit(repo: Path, message: str) -> None:
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("workdir", type=Path)
-    parser.add_argument("--only", choices=["generate", "remove", "update", "scaffold"], action="append")
+    parser.add_argument("--only", choices=["generate", "evolve", "update", "scaffold"], action="append")
     args = parser.parse_args(argv)
     work: Path = args.workdir.resolve()
     work.mkdir(parents=True, exist_ok=True)
     flows = {
         "generate": flow_generate,
-        "remove": flow_remove,
-        "update": flow_update,
+        "update": flow_update,  # before the PyTorch and JAX installs of the flows below
+        "evolve": flow_evolve,
         "scaffold": flow_scaffold,
     }
     for name in args.only or flows:

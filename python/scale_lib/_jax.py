@@ -410,7 +410,7 @@ def _once_differentiable(op: Op, primal: Callable[..., Any], n: int) -> Callable
 #                x's last dimension or one of its own (Sharding.own_last), whole. An output that
 #                drops a leading dimension is a sum over it: each device sums its rows and the
 #                partial sums are added (psum).
-# "reduction"    One value from the whole array (l2_norm): each device reduces its shard and
+# "reduction"    One value from the whole array (a norm): each device reduces its shard and
 #                the local norms are combined (sqrt(psum(norm**2))). 16-bit inputs are gathered
 #                first: their squared norms overflow easily.
 # None           No rule: the call runs as it is (ops whose output size depends on the data

@@ -123,7 +123,7 @@ class OpSpec:
             and is used whole; every other input must have the first input's shape or its
             leading dimensions. The rules are in ``_torch.py`` and ``_jax.py``.
         linear: the op is linear in its tensor inputs jointly (``f(x + x') = f(x) + f(x')``,
-            ``scale``, ``axpby``), so inputs held as partial sums or averages across devices
+            as ``scale`` is in ``x``), so inputs held as partial sums or averages across devices
             (PyTorch ``Partial``) give an output that stays partial, without communication.
             Only ``"elementwise"`` ops read it.
         public: whether ``scale_lib.<name>`` is the op's public function (private ops are

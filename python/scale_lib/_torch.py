@@ -357,8 +357,8 @@ def _no_gradient(op: Op) -> tuple[Callable[..., None], Callable[..., tuple[Any, 
     """The autograd formula of an op without a vjp: an error, when a gradient is asked of it.
 
     Without one, PyTorch only warns and treats the op as a constant, which gives silently wrong
-    gradients: for an op that computes another op's backward (rms_norm's pieces), second-order
-    gradients (``create_graph=True``, ``gradgradcheck``, ``hessian``) of that op."""
+    gradients: for an op that computes (part of) another op's backward, second-order gradients
+    (``create_graph=True``, ``gradgradcheck``, ``hessian``) of that op."""
     message = (
         f"scale_lib.{op.name} has no gradient (it declares no vjp). Where it computes the backward "
         "of another op, that op is differentiable once in PyTorch: its second-order gradients "
@@ -385,21 +385,22 @@ def _no_gradient(op: Op) -> tuple[Callable[..., None], Callable[..., tuple[Any, 
 #
 # "elementwise"  Any Shard(d) or Replicate() of the inputs is kept by the output. Partial("sum")
 #                and Partial("avg") are kept by ops declared ``linear`` (in all their tensor
-#                inputs jointly: scale in x, axpby in (x, y) when both are partial).
+#                inputs jointly, as scale is in x: an op of several inputs keeps them when all
+#                its inputs are partial).
 # "rows"         The last dimension of the first input x is a feature vector, every leading
 #                dimension a batch of independent rows. Shard(d) of a leading dimension is
 #                kept; the last dimension must be whole, so a tensor sharded on it is
 #                redistributed. Per-feature inputs (``Sharding.per_feature``: a weight) are used
 #                whole (Replicate); every other input is row-aligned. An output that keeps a
 #                leading dimension of x is sharded like it; one that drops it is a sum over
-#                rows, so row shards give Partial("sum") (the weight gradient of rms_norm).
-# "reduction"    One value from the whole tensor (l2_norm). Shards of any dimension of a
+#                rows, so row shards give Partial("sum") (a weight gradient).
+# "reduction"    One value from the whole tensor (a norm). Shards of any dimension of a
 #                float32/float64 input give the local norms as a partial 2-norm placement, which
 #                DTensor reduces (square, all-reduce sum, square root) when the value is used;
 #                16-bit inputs, whose squared norms overflow easily, are replicated first.
-# None           No rule: the output depends on the data (flatnonzero), which DTensor's shape
-#                propagation cannot express. The public function refuses DTensor arguments with
-#                a ValueError (see _before_custom_op_call).
+# None           No rule, as for an op whose output's size depends on the data, which DTensor's
+#                shape propagation cannot express. The public function refuses DTensor
+#                arguments with a ValueError (see _before_custom_op_call).
 #
 # Importing torch.distributed.tensor takes about a second, so strategies are registered when it
 # is already imported: at register() time, else on the first call through the custom op (every
