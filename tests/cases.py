@@ -75,18 +75,23 @@ class OpCase:
     in_place: bool = True
     error_scale: Callable[..., Any] | None = None
 
-    def assert_matches(self, actual: Any, inputs: list[np.ndarray], rtol: float, atol: float) -> None:
-        """``actual`` against the reference for the float64 ``inputs``, within ``rtol`` and
-        ``atol`` (``atol`` times ``error_scale`` where the op declares one)."""
-        actual, expected = np.asarray(actual, np.float64), np.asarray(self.reference(*inputs), np.float64)
+    def expected(self, inputs: list[Any], atol: float) -> tuple[np.ndarray, Any]:
+        """The reference for the float64 ``inputs`` (``None`` for an absent optional one) and the
+        absolute tolerance ``atol`` for it: per element, times ``error_scale``, where the op
+        declares one."""
+        expected = np.asarray(self.reference(*inputs), np.float64)
         if self.error_scale is None:
-            np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol)
-            return
-        bound = rtol * np.abs(expected) + atol * np.abs(np.asarray(self.error_scale(*inputs)))
-        far = np.argwhere(~(np.abs(actual - expected) <= bound))
-        assert far.size == 0, (
-            f"{self.name}: {len(far)} elements beyond the tolerance, first at {tuple(far[0])}"
-        )
+            return expected, atol
+        return expected, atol * np.abs(np.asarray(self.error_scale(*inputs), np.float64))
+
+    def assert_matches(
+        self, actual: Any, inputs: list[Any], rtol: float, atol: float, *, equal_nan: bool = False
+    ) -> None:
+        """``actual`` against the reference for the float64 ``inputs``, within ``rtol`` and
+        ``atol`` (see :meth:`expected`). Every suite that compares an op's result with its
+        reference calls this or :func:`assert_within`."""
+        expected, atol_of = self.expected(inputs, atol)
+        assert_within(actual, expected, rtol, atol_of, self.name, equal_nan=equal_nan)
 
     @property
     def devices(self) -> tuple[str, ...]:
@@ -107,6 +112,23 @@ class OpCase:
         """Float64 random data for every array argument."""
         rng = np.random.default_rng(seed)
         return {name: rng.standard_normal(s) for name, s in self.shapes(shape).items()}
+
+
+def assert_within(
+    actual: Any, expected: np.ndarray, rtol: float, atol: Any, name: str, *, equal_nan: bool = False
+) -> None:
+    """``actual`` equals ``expected`` within ``rtol`` and ``atol`` (a number, or one per element);
+    NaN matches NaN with ``equal_nan``."""
+    actual = np.asarray(actual, np.float64)
+    assert actual.shape == expected.shape, f"{name}: shape {actual.shape}, expected {expected.shape}"
+    with np.errstate(invalid="ignore"):  # inf - inf: the equality test covers it
+        near = np.abs(actual - expected) <= rtol * np.abs(expected) + atol
+    same = (actual == expected) | (equal_nan & np.isnan(actual) & np.isnan(expected))
+    far = np.argwhere(~(same | near))
+    assert far.size == 0, (
+        f"{name}: {len(far)} of {actual.size} elements beyond the tolerance, first at "
+        f"{tuple(far[0])}: {actual[tuple(far[0])]} vs {expected[tuple(far[0])]}"
+    )
 
 
 def case_of(name: str) -> OpCase:
