@@ -294,6 +294,10 @@ def test_removing_an_op_removes_its_blocks() -> None:
     text = "a\n<!-- op: foo -->\nfoo's code\n<!-- /op: foo -->\nb <!-- op: foo -->inline<!-- /op: foo -->.\n"
     assert remove["without_op_blocks"](text, "foo") == "a\nb .\n"
     assert remove["without_op_blocks"](text, "bar") == text
+    # In Markdown the paragraph gap closes up, and no blank line is left at the end of the file.
+    page = "a\n\n<!-- op: foo -->\nfoo's text\n<!-- /op: foo -->\n\nb\n\n"
+    page += "<!-- op: foo -->\nc\n<!-- /op: foo -->\n"
+    assert remove["without_op_blocks"](page, "foo", markdown=True) == "a\n\nb\n"
     code = "a = 1\n    # op: foo, bar\n    b = foo()\n    # /op: foo, bar\n// op: bar\nc\n// /op: bar\nd\n"
     assert remove["without_op_blocks"](code, "foo") == "a = 1\n// op: bar\nc\n// /op: bar\nd\n"
     assert remove["without_op_blocks"](code, "bar") == "a = 1\nd\n"

@@ -110,16 +110,23 @@ def file_owners(text: str) -> set[str]:
     return {op for m in FILE_MARK.finditer(head) for op in m.group(1).split(", ")}
 
 
-def without_op_blocks(text: str, name: str) -> str:
-    """``text`` without the blocks marked as ``name``'s (or as one of several ops' with it)."""
+def without_op_blocks(text: str, name: str, markdown: bool = False) -> str:
+    """``text`` without the blocks marked as ``name``'s (or as one of several ops' with it). In
+    Markdown, the blank lines around a removed block close up to one (a paragraph's gap)."""
+    gone = "\x00"
 
     def drop(match: re.Match[str]) -> str:
         ops = (match.group(1) or match.group(3)).split(", ")
-        return "" if name in ops else match.group(0)
+        return gone if name in ops else match.group(0)
 
     previous = None
     while previous != text:  # a block of another op may enclose one of this op
         previous, text = text, BLOCKS.sub(drop, text)
+    if markdown:
+        text = re.sub(rf"(\n*)(?:{gone})+(\n*)", lambda m: "\n" * min(len(m[1]) + len(m[2]), 2), text)
+    text = text.replace(gone, "")
+    if previous is not None and text != previous and text.strip():
+        text = text.rstrip("\n") + "\n"  # no blank lines left at the end of the file
     return text
 
 
@@ -200,7 +207,7 @@ def plan(name: str) -> tuple[list[Path], dict[Path, str]]:
             new = without_export(text, name)
         elif path == ANSWERS:
             new = without_answer(text, name)
-        new = without_op_blocks(new, name)
+        new = without_op_blocks(new, name, markdown=path.suffix == ".md")
         if path.suffix == ".md":
             new = without_table_rows(new, name)
         if new != text:
