@@ -2,7 +2,8 @@
 """The template's own CI (nox -s template): every flow of docs/template.md, as a user runs it.
 
   1. generate three libraries: `scale` only, --ops rms_norm, and every op (with a long name);
-     check each as generated: its lint, CPU-only build and tests, and its docs, plus what must
+     check each as generated, with its own tools/dev.py and noxfile (the sessions its .ci/run
+     runs: lint, docs, and tests_numpy against a CPU-only build), plus what must
      hold of a library mechanically: no file names an op it does not have (git grep of every
      template op it dropped finds nothing), and its own tests check that every session its
      workflows and .ci/run name and every <lib>.<name> its docs call exist;
@@ -25,7 +26,7 @@
      the Triton op (tools/remove_op.py) and check that nothing names it.
 
 Libraries are built CPU-only and tested with NumPy (the other frameworks are the tests
-sessions' job; the scaffold flow installs PyTorch and JAX for its gradient checks). Run from the
+sessions' job; the evolve and scaffold flows install PyTorch and JAX for the new ops' tests). Run from the
 template checkout with a Python that has copier, ruff and clang-format at the pinned versions,
 pre-commit, pip and git: nox -s template does that.
 
@@ -98,21 +99,23 @@ def generate(name: str, dest: Path, *extra: str, template: Path = ROOT) -> None:
     assert not (dest / "tools" / "new_library.py").exists(), "template machinery copied"
 
 
-def check(name: str, dest: Path, *, lint: bool = True, docs: bool = True) -> None:
-    """The library's lint, its CPU-only build and tests, and its docs, as generated."""
-    if lint:
-        run("pre-commit", "run", "--all-files", "--show-diff-on-failure", cwd=dest)
+def check(name: str, dest: Path, *, docs: bool = True) -> None:
+    """The library's own CI sessions, through its own tools/dev.py and noxfile: lint, docs (-W)
+    and the test suite with NumPy against a CPU-only build (what `.ci/run` runs, less the
+    frameworks and the CUDA builds)."""
     env = {f"{name.upper()}_CUDA": CPU_ONLY}
-    run(PY, "-m", "pip", "install", "-q", f"{dest}[test,docs]", cwd=dest, env=env)
-    out = run(PY, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x", cwd=dest)
-    print("   " + out.strip().splitlines()[-1])
-    if " passed" not in out.strip().splitlines()[-1]:
+    run(PY, "tools/dev.py", "lint", *(["docs"] if docs else []), cwd=dest, env=env)
+    pytest_args = ["-q", "-x", "-p", "no:cacheprovider"]
+    out = run(PY, "tools/dev.py", "tests_numpy", "--", *pytest_args, cwd=dest, env=env)
+    summary = [line for line in out.splitlines() if " passed" in line or " failed" in line]
+    print("   " + (summary[-1].strip() if summary else "(no summary)"))
+    if not summary or " passed" not in summary[-1]:
         raise SystemExit(f"FAILED: no test ran in {dest}")
-    if docs:
-        shutil.rmtree(dest / "docs" / "_build", ignore_errors=True)
-        run(
-            PY, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html", "docs", "docs/_build/html", cwd=dest
-        )
+
+
+def install(name: str, dest: Path) -> None:
+    """The library into this Python (CPU-only), for tests run here with other frameworks."""
+    run(PY, "-m", "pip", "install", "-q", f"{dest}[test]", cwd=dest, env={f"{name.upper()}_CUDA": CPU_ONLY})
 
 
 def template_ops() -> list[str]:
@@ -196,6 +199,7 @@ def flow_evolve(work: Path) -> None:
             "jax-tvm-ffi>=0.1.3,<0.2",
         )
         for name, _, _ in libraries():
+            install(name, work / name)
             out = run(
                 PY,
                 "-m",
