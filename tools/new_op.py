@@ -172,12 +172,16 @@ def header(s: Spec) -> str:
 // TODO(author): write {s.op}'s math here; the tests' reference is in tests/test_{s.op}.py.
 template <typename C>
 struct {s.camel}Fn {{
-{members}  // The value of one element, from one value per input.
-  {s.macro}_HOST_DEVICE C Value({values}) const {{ return {s.cpp_value()}; }}
-  // What the row sums, for one element's value.
-  {s.macro}_HOST_DEVICE C Term(C v) const {{ return v * v; }}
-  // The output of one element, from its value and the sum over its row of `cols` elements.
+{members}  {s.macro}_HOST_DEVICE C Value({values}) const {{
+    // The value of one element, from one value per input.
+    return {s.cpp_value()};
+  }}
+  {s.macro}_HOST_DEVICE C Term(C v) const {{
+    // What the row sums, for one element's value.
+    return v * v;
+  }}
   {s.macro}_HOST_DEVICE C Finish(C v, C sum, int64_t cols) const {{
+    // The output of one element, from its value and the sum over its row of `cols` elements.
     return {s.cpp_scaled("v")} / std::sqrt(sum / static_cast<C>(cols) + C(1));
   }}
 }};
@@ -188,21 +192,29 @@ struct {s.camel}Fn {{
 // TODO(author): write {s.op}'s math here; the tests' reference is in tests/test_{s.op}.py.
 template <typename C>
 struct {s.camel}Fn {{
-{members}  // The value of one element, from one value per input.
-  {s.macro}_HOST_DEVICE C Value({values}) const {{ return {s.cpp_value()}; }}
-  // The output of one element, from the sum of the values of its row up to it, itself included
-  // (with reverse: from it to the row's end).
-  {s.macro}_HOST_DEVICE C Finish(C prefix) const {{ return {s.cpp_scaled("prefix")}; }}
+{members}  {s.macro}_HOST_DEVICE C Value({values}) const {{
+    // The value of one element, from one value per input.
+    return {s.cpp_value()};
+  }}
+  {s.macro}_HOST_DEVICE C Finish(C prefix) const {{
+    // The output of one element, from the sum of the values of its row up to it, itself
+    // included (with reverse: from it to the row's end).
+    return {s.cpp_scaled("prefix")};
+  }}
 }};
 """
     elif s.kind == "elementwise":
         include = '#include "elementwise.h"'
         fn = f"""// The math, {s.math_devices}, in the compute type C (float for 16-bit and float32
-// storage, double for float64): one value per input in, the output's value out (see kernels/elementwise.h).
+// storage, double for float64; see kernels/elementwise.h). A comment in each body keeps it on
+// lines of its own, whatever the length of the expression you write there.
 // TODO(author): write {s.op}'s math here; the tests' reference is in tests/test_{s.op}.py.
 template <typename C>
 struct {s.camel}Fn {{
-{members}  {s.macro}_HOST_DEVICE C operator()({values}) const {{ return {s.cpp_scaled(s.cpp_value())}; }}
+{members}  {s.macro}_HOST_DEVICE C operator()({values}) const {{
+    // The output's value, from one value per input.
+    return {s.cpp_scaled(s.cpp_value())};
+  }}
 }};
 """
     else:
@@ -1370,8 +1382,8 @@ def main(argv: list[str]) -> int:
     edited = [f"python/{s.lib}/ops.py", f"python/{s.lib}/__init__.py", "README.md"]
     print(f"created {', '.join(created)}")
     print(f"edited  {', '.join(edited)}")
-    print(f"next: write the math in kernels/{s.op}.h and the reference in tests/test_{s.op}.py, rebuild, and")
-    print(f"      run pytest tests/test_{s.op}.py (docs/adding_an_op.md)")
+    print(f"next: write the math in kernels/{s.op}.h and the reference in tests/test_{s.op}.py, then")
+    print(f"      python3 tools/dev.py loop -- tests/test_{s.op}.py (docs/adding_an_op.md)")
     return 0
 
 
