@@ -122,15 +122,9 @@ def own_project(name: str) -> None:
 
 
 def project_files() -> list[Path]:
-    """The project's files: in a repository (an update), those git does not ignore."""
-    if (ROOT / ".git").exists():
-        listed = subprocess.run(
-            ["git", "-C", str(ROOT), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-            capture_output=True,
-            check=True,
-        ).stdout.decode()
-        return [ROOT / p for p in listed.split("\0") if p]
-    return [p for p in ROOT.rglob("*") if ".git" not in p.relative_to(ROOT).parts[:1]]
+    """The project's files, by tools/remove_op.py's rule (in a repository, as for an update:
+    those git does not ignore)."""
+    return runpy.run_path(str(ROOT / "tools" / "remove_op.py"))["project_paths"]()
 
 
 def rename_tree(name: str) -> list[Path]:

@@ -76,24 +76,28 @@ def own_files(name: str) -> list[Path]:
     return sorted(named | marked)
 
 
-def project_texts() -> dict[Path, str]:
-    """The project's text files (in a git repository: those git does not ignore) and their text."""
+def project_paths() -> list[Path]:
+    """The project's files: in a git repository, those git does not ignore; in a copy being
+    generated (new_library.py), every file but output and environments."""
     if (ROOT / ".git").exists():
         listed = subprocess.run(
             ["git", "-C", str(ROOT), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
             capture_output=True,
             check=True,
         ).stdout.decode()
-        paths = [ROOT / p for p in listed.split("\0") if p]
-    else:  # a copy being generated (new_library.py): no build output there yet
-        paths = [
-            p
-            for p in ROOT.rglob("*")
-            if not (
-                NOT_PROJECT & set(p.relative_to(ROOT).parts)
-                or p.relative_to(ROOT).parts[0].startswith(".venv")
-            )
-        ]
+        return [ROOT / p for p in listed.split("\0") if p]
+    return [
+        p
+        for p in ROOT.rglob("*")
+        if not (
+            NOT_PROJECT & set(p.relative_to(ROOT).parts) or p.relative_to(ROOT).parts[0].startswith(".venv")
+        )
+    ]
+
+
+def project_texts() -> dict[Path, str]:
+    """The project's text files (see :func:`project_paths`) and their text."""
+    paths = project_paths()
     texts = {}
     for path in paths:
         if path.is_file() and not path.is_symlink():
