@@ -179,6 +179,84 @@ def test_every_session_named_exists() -> None:
     assert not missing, "sessions the docs name that noxfile.py does not define:\n" + "\n".join(missing)
 
 
+# A workflow's nox commands: options may come before -s; a matrix value is written @KEY@ here.
+NOX_RUN = re.compile(r"\bnox\b[^\n#]*?\s-s\s+((?:[\w@-]+,?)+)")
+MATRIX_LIST = re.compile(r"^\s+([\w-]+):\s*\[([^\]\n]*)\]", re.MULTILINE)
+PLACEHOLDER = re.compile(r"\$\{\{\s*matrix\.([\w-]+)\s*\}\}")
+
+
+def _workflow_commands(text: str) -> str:
+    """The workflow without its comments and step names (prose), matrix values as @KEY@."""
+    lines = [
+        "" if re.match(r"\s*(#|-?\s*name:)", line) else PLACEHOLDER.sub(r"@\1@", line)
+        for line in text.splitlines()
+    ]
+    return "\n".join(lines)
+
+
+def _expanded(name: str, lists: dict[str, list[str]]) -> list[str]:
+    """Every session name that one with @KEY@ (a matrix value) stands for."""
+    m = re.search(r"@([\w-]+)@", name)
+    if m is None:
+        return [name]
+    values = lists.get(m.group(1))
+    assert values, f"{name}: no matrix list {m.group(1)!r} in the workflow"
+    return [n for v in values for n in _expanded(name[: m.start()] + v + name[m.end() :], lists)]
+
+
+def _workflow_sessions(text: str) -> list[tuple[int, str]]:
+    """(line, session) of every nox command a workflow runs, for every value of its matrix."""
+    text = _workflow_commands(text)
+    lists = {
+        key: [v.strip().strip("'\"") for v in values.split(",") if v.strip()]
+        for key, values in MATRIX_LIST.findall(text)
+    }
+    return [
+        (text.count("\n", 0, m.start()) + 1, name)
+        for m in NOX_RUN.finditer(text)
+        for names in m.group(1).split(",")
+        if names
+        for name in _expanded(names, lists)
+    ]
+
+
+@pytest.mark.skipif(not NOXFILE.is_file(), reason="noxfile.py is not part of this checkout")
+def test_every_session_a_workflow_runs_exists() -> None:
+    # What GitHub runs on a push: each step's nox command, for every value of its job's matrix
+    # (a session the noxfile lacks fails that job, e.g. one a generated library does not have).
+    sessions, missing, found = _sessions(), [], 0
+    for workflow in WORKFLOWS:
+        for line, name in _workflow_sessions(workflow.read_text()):
+            found += 1
+            if name not in sessions:
+                missing.append(f"{workflow.relative_to(ROOT)}:{line}: nox -s {name}")
+    assert found or not WORKFLOWS, "no nox command found in the workflows: the parser is stale"
+    assert not missing, "sessions the workflows run that noxfile.py does not define:\n" + "\n".join(missing)
+
+
+def test_workflow_parser_sees_every_session() -> None:
+    # The parser behind the check above, on a job it must read: options before -s, a matrix
+    # value in the name, a session list, and prose (comments, step names) that runs nothing.
+    job = """
+    strategy:
+      matrix:
+        python: ["3.11", "3.12"]
+        framework: [numpy, torch]
+    steps:
+      # nox -s in_a_comment
+      - name: nox -s in_a_name
+        run: nox --force-python ${{ matrix.python }} -s tests_${{ matrix.framework }}
+      - run: |
+          nox -s lint,docs -- -x
+"""
+    assert _workflow_sessions(job) == [
+        (9, "tests_numpy"),
+        (9, "tests_torch"),
+        (11, "lint"),
+        (11, "docs"),
+    ]
+
+
 def _ignored_outputs() -> list[str]:
     """Folders the project writes into (git-ignored build and benchmark output)."""
     gitignore = ROOT / ".gitignore"
@@ -197,7 +275,7 @@ def _exists(path: str, page_text: str) -> bool:
 
 def test_every_path_named_exists() -> None:
     missing = []
-    for page in [*PAGES, ROOT / ".ci" / "run"]:
+    for page in [*PAGES, ROOT / ".ci" / "run", *WORKFLOWS]:
         if not page.is_file():
             continue
         text = _rendered(page.read_text())
