@@ -267,7 +267,8 @@ def template(session: nox.Session) -> None:
     # The formatters at the versions the lint pins: generated libraries are formatted with them.
     pins = re.findall(r"\b(?:ruff|clang-format)==[\w.]+", (ROOT / ".pre-commit-config.yaml").read_text())
     # Triton: the scaffolded Triton op is compiled (tools/triton_aot.py) in its CUDA build check.
-    session.install("copier>=9.4,<10", "pre-commit>=3", "triton>=3.9,<3.10", *sorted(set(pins)))
+    # pytest: the generated libraries' own checks that need no build (tools/check_template.py).
+    session.install("copier>=9.4,<10", "pre-commit>=3", "pytest>=8", "triton>=3.9,<3.10", *sorted(set(pins)))
     session.run("python", "tools/check_template.py", session.create_tmp(), *session.posargs)
 
 

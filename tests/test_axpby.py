@@ -215,7 +215,7 @@ def _assert_sum_close(actual: np.ndarray, expected: np.ndarray, terms: np.ndarra
     bound = rtol * terms[cancelling] + atol
     bad = ~(error <= bound)  # NaN fails
     if bad.any():
-        i = np.flatnonzero(cancelling)[np.flatnonzero(bad)[:5]]
+        i = np.nonzero(cancelling.ravel())[0][np.nonzero(bad)[0][:5]]
         raise AssertionError(
             f"{int(bad.sum())} cancelling sums off by more than {rtol} * (|a x| + |b y|) + {atol}: "
             f"at flat indices {i.tolist()}, got {actual[cancelling][bad][:5]}, expected "

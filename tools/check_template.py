@@ -7,6 +7,9 @@
      hold of a library mechanically: no file names an op it does not have (git grep of every
      template op it dropped finds nothing), and its own tests check that every session its
      workflows and .ci/run name and every <lib>.<name> its docs call exist;
+  1b. generate every other choice of example ops (each subset): no file names an op the library
+     lacks, its Python passes ruff (check and format), and its own checks that need no build
+     (sessions, paths and included regions its docs, .ci/run and workflows name) pass;
   2. in each of the three, as docs/adding_an_op.md and docs/scan.md say: add silu_mul, an
      elementwise op with the documented vjp (tools/new_op.py, then the user's edits), and
      cumsum, a scan (--kind scan; docs/scan.md's code is what the scaffold wrote), add an op of
@@ -29,12 +32,13 @@
 Libraries are built CPU-only. Run from the template checkout with a Python that has copier, ruff
 and clang-format at the pinned versions, pre-commit, pip and git: nox -s template does that.
 
-    python tools/check_template.py WORKDIR [--only generate|evolve|update|scaffold]
+    python tools/check_template.py WORKDIR [--only generate|combinations|evolve|update|scaffold]
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import re
 import shutil
@@ -146,6 +150,34 @@ def flow_generate(work: Path) -> None:
             check_names(dest, {"scale", *ops})
         with step("  its lint, tests and docs"):
             check(name, dest)
+
+
+# The library's own checks that need no build: every session its docs, .ci/run and workflows
+# name exists in its noxfile, every path they name exists, every region its docs include exists.
+STATIC_CHECKS = "session or path_named or literalinclude or workflow_parser"
+
+
+def flow_combinations(work: Path) -> None:
+    """Every choice of example ops: what each generated library names, it has."""
+    every = [op for op in template_ops() if op != "scale"]
+    covered = [sorted(ops) for _, ops, _ in libraries()]
+    choices = [list(c) for k in range(1, len(every) + 1) for c in itertools.combinations(every, k)]
+    with step(f"generate {len([c for c in choices if sorted(c) not in covered])} more op choices; names, static checks"):
+        for ops in choices:
+            if sorted(ops) in covered:
+                continue
+            dest = work / "choice"
+            generate("choice_kernels", dest, "--ops", ",".join(ops))
+            check_names(dest, {"scale", *ops})
+            # The Python lint (what removing blocks can break: an import left unused, a gap).
+            run(PY, "-m", "ruff", "check", "-q", ".", cwd=dest)
+            run(PY, "-m", "ruff", "format", "-q", "--check", ".", cwd=dest)
+            run(
+                PY, "-m", "pytest", "-q", "--noconftest", "-p", "no:cacheprovider",
+                "tests/test_docs.py", "-k", STATIC_CHECKS, cwd=dest,
+            )  # fmt: skip
+            print(f"   --ops {','.join(ops)}: ok", flush=True)
+            shutil.rmtree(dest)
 
 
 def flow_evolve(work: Path) -> None:
@@ -438,12 +470,13 @@ def _commit(repo: Path, message: str) -> None:
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("workdir", type=Path)
-    parser.add_argument("--only", choices=["generate", "evolve", "update", "scaffold"], action="append")
+    parser.add_argument("--only", choices=["generate", "combinations", "evolve", "update", "scaffold"], action="append")
     args = parser.parse_args(argv)
     work: Path = args.workdir.resolve()
     work.mkdir(parents=True, exist_ok=True)
     flows = {
         "generate": flow_generate,
+        "combinations": flow_combinations,
         "update": flow_update,  # before the PyTorch and JAX installs of the scaffold flow
         "evolve": flow_evolve,
         "scaffold": flow_scaffold,
