@@ -227,6 +227,13 @@ void ParallelFor(int64_t n, int64_t min_per_thread, int64_t align, const Body& b
   if (error) std::rethrow_exception(error);
 }
 
+// ParallelFor over the rows of a rows x cols problem (row-wise kernels, scans): body(begin, end)
+// gets whole rows, at least kMinItemsPerThread elements' worth on each thread.
+template <typename Body>
+void ParallelForRows(int64_t rows, int64_t cols, const Body& body) {
+  ParallelFor(rows, std::max<int64_t>(1, kMinItemsPerThread / std::max<int64_t>(cols, 1)), 1, body);
+}
+
 }  // namespace host
 }  // namespace scale_lib
 

@@ -66,9 +66,7 @@ void RmsNormCPU(ffi::TensorView out, ffi::TensorView x, ffi::Optional<ffi::Tenso
     using T = typename decltype(tag)::type;
     const T* w = weight.has_value() ? DataPtr<const T>(weight.value()) : nullptr;
     // Whole rows per thread, host::kMinItemsPerThread elements each at least.
-    const int64_t min_rows =
-        std::max<int64_t>(1, host::kMinItemsPerThread / std::max<int64_t>(x_rows.hidden, 1));
-    host::ParallelFor(x_rows.rows, min_rows, 1, [&](int64_t begin, int64_t end) {
+    host::ParallelForRows(x_rows.rows, x_rows.hidden, [&](int64_t begin, int64_t end) {
       RmsNormRows<T>(DataPtr<T>(out), DataPtr<const T>(x), w, x_rows, out_stride, eps, begin, end);
     });
   });

@@ -8,7 +8,6 @@
 #ifndef SCALE_LIB_KERNELS_ROWWISE_CPU_H_
 #define SCALE_LIB_KERNELS_ROWWISE_CPU_H_
 
-#include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
@@ -26,8 +25,7 @@ void RunRowwise(const Fn& fn, int64_t rows, int64_t cols, T* out, const In*... i
   using M = FloatMath<T>;
   using C = Compute<T>;
   if (rows == 0 || cols == 0) return;
-  const int64_t rows_per_thread = std::max<int64_t>(1, kMinItemsPerThread / cols);
-  ParallelFor(rows, rows_per_thread, 1, [&](int64_t begin, int64_t end) {
+  ParallelForRows(rows, cols, [&](int64_t begin, int64_t end) {
     for (int64_t row = begin; row < end; ++row) {
       const int64_t base = row * cols;
       C sum = 0;

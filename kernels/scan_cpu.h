@@ -8,7 +8,6 @@
 #ifndef SCALE_LIB_KERNELS_SCAN_CPU_H_
 #define SCALE_LIB_KERNELS_SCAN_CPU_H_
 
-#include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
@@ -27,8 +26,7 @@ void RunScan(const Fn& fn, int64_t rows, int64_t cols, bool reverse, T* out, con
   using M = FloatMath<T>;
   using C = Compute<T>;
   if (rows == 0 || cols == 0) return;
-  const int64_t rows_per_thread = std::max<int64_t>(1, kMinItemsPerThread / cols);
-  ParallelFor(rows, rows_per_thread, 1, [&](int64_t begin, int64_t end) {
+  ParallelForRows(rows, cols, [&](int64_t begin, int64_t end) {
     for (int64_t row = begin; row < end; ++row) {
       C prefix = 0;
       for (int64_t j = 0; j < cols; ++j) {

@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // CPU twin of the Triton kernels of silu_and_mul: the math of kernels/silu_and_mul.h, rows split
 // across the CPU pool.
-#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -15,11 +14,6 @@ namespace {
 template <typename T>
 using C = host::Compute<T>;
 
-// Whole rows per task, host::kMinItemsPerThread output elements each at least.
-int64_t MinRowsPerThread(int64_t d) {
-  return std::max<int64_t>(1, host::kMinItemsPerThread / std::max<int64_t>(d, 1));
-}
-
 }  // namespace
 
 void SiluAndMulCPU(ffi::TensorView out, ffi::TensorView x) {
@@ -29,7 +23,7 @@ void SiluAndMulCPU(ffi::TensorView out, ffi::TensorView x) {
     using T = typename decltype(tag)::type;
     const T* x_data = DataPtr<const T>(x);
     T* out_data = DataPtr<T>(out);
-    host::ParallelFor(g.rows, MinRowsPerThread(g.d), 1, [&](int64_t begin, int64_t end) {
+    host::ParallelForRows(g.rows, g.d, [&](int64_t begin, int64_t end) {
       std::vector<C<T>> a(g.d), b(g.d);
       for (int64_t r = begin; r < end; ++r) {
         host::LoadN(x_data + r * 2 * g.d, a.data(), g.d);
@@ -49,7 +43,7 @@ void SiluAndMulBackwardCPU(ffi::TensorView grad_x, ffi::TensorView x, ffi::Tenso
     const T* x_data = DataPtr<const T>(x);
     const T* grad_data = DataPtr<const T>(grad);
     T* grad_x_data = DataPtr<T>(grad_x);
-    host::ParallelFor(g.rows, MinRowsPerThread(g.d), 1, [&](int64_t begin, int64_t end) {
+    host::ParallelForRows(g.rows, g.d, [&](int64_t begin, int64_t end) {
       std::vector<C<T>> a(g.d), b(g.d), gr(g.d);
       for (int64_t r = begin; r < end; ++r) {
         host::LoadN(x_data + r * 2 * g.d, a.data(), g.d);
