@@ -1,10 +1,10 @@
 """Markdown tables from the benchmarks' JSON results, each target checked against its numbers.
 
-    python benchmarks/report.py docs/_static/perf/h100 > perf.md
     python benchmarks/report.py benchmarks/results          # after a benchmark run
+    python benchmarks/report.py docs/_static/perf/<gpu>     # results kept in the docs
 
-The docs build runs this on the committed reference results (docs/conf.py), so the performance
-page shows exactly what was measured.
+The docs build runs this on every folder of results kept under docs/_static/perf/ (docs/conf.py),
+so the performance page shows exactly what was measured.
 """
 
 from __future__ import annotations

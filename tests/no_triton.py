@@ -4,8 +4,8 @@ were compiled at build time and must not need it at run time.
 ``install()`` wraps every import finder so that none finds ``triton``: ``import triton`` raises
 ModuleNotFoundError and ``importlib.util.find_spec("triton")`` is None, exactly as when it is not
 installed (frameworks that probe for it, PyTorch among them, then go without it). The suite does
-it when SCALE_LIB_TESTS_WITHOUT_TRITON is set; tests run ``no_triton.install()`` in a fresh
-interpreter.
+it when SCALE_LIB_TESTS_WITHOUT_TRITON is set; a test of a Triton op can run
+``no_triton.install()`` in a fresh interpreter to show that its CPU path needs no Triton.
 """
 
 from __future__ import annotations

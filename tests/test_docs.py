@@ -386,3 +386,15 @@ def test_removing_an_op_removes_its_blocks() -> None:
     assert (
         remove["without_answer"]("_commit: x\nops: scale,foo,bar\n", "foo") == "_commit: x\nops: scale,bar\n"
     )
+
+
+@pytest.mark.skipif(not (ROOT / "tools" / "new_library.py").is_file(), reason="no tools/new_library.py here")
+def test_template_only_blocks_leave_one_blank_line() -> None:
+    import runpy
+
+    without = runpy.run_path(str(ROOT / "tools" / "new_library.py"))["without_template_only"]
+    page = "a\n\n<!-- template-only -->\nthe template's\n<!-- /template-only -->\n\nb\n"
+    assert without(page) == "a\n\nb\n"
+    assert without("`a`<!-- template-only -->, `t`<!-- /template-only -->; b\n") == "`a`; b\n"
+    jobs = "  bench:\n    run: a\n\n  # template-only:begin\n  template:\n    run: t\n  # template-only:end\n\n  docs:\n"
+    assert without(jobs) == "  bench:\n    run: a\n\n  docs:\n"

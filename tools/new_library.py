@@ -97,6 +97,18 @@ def prune_ops(keep: set[str]) -> None:
             remove["apply"](*remove["plan"](op))
 
 
+def without_template_only(text: str) -> str:
+    """``text`` without its template-only blocks; where a block stood between two blank lines
+    (a paragraph, a job of a workflow), one blank line is left."""
+    kept, pos = [], 0
+    for m in TEMPLATE_ONLY.finditer(text):
+        kept.append(text[pos : m.start()])
+        pos = m.end()
+        if m.start() >= 2 and text[m.start() - 2 : m.start()] == "\n\n" and text.startswith("\n", pos):
+            pos += 1
+    return "".join(kept) + text[pos:]
+
+
 def own_project(name: str) -> None:
     """The new project's own history, version and wording: no template results or changelog."""
     shutil.rmtree(ROOT / "docs" / "_static" / "perf", ignore_errors=True)
@@ -112,7 +124,7 @@ def own_project(name: str) -> None:
         *sorted((ROOT / "docs").rglob("*.md")),
     ]:
         text = page.read_text()
-        new = FORK_ONLY.sub(lambda m: m.group(1), TEMPLATE_ONLY.sub("", text)).rstrip("\n") + "\n"
+        new = FORK_ONLY.sub(lambda m: m.group(1), without_template_only(text)).rstrip("\n") + "\n"
         if new != text:
             page.write_text(new)
     init = ROOT / "python" / OLD / "__init__.py"
