@@ -83,7 +83,7 @@ CUDA_CI_ARCHITECTURES = "75-real;90-real;90-virtual"
 # runtime dependency and the extras; tests/test_compat.py checks that they agree), which
 # `tests_lowest` installs. The release wheel is compiled against this apache-tvm-ffi (the build
 # requirement pins it) and refuses older ones. jaxlib is jax's own floor for jax 0.9.1. torch:
-# the oldest release CI can install (a local CPU wheel), so the declared floor.
+# the release CI pins (.ci/run: TORCH_SPEC), so the declared floor.
 LOWEST = {
     "apache-tvm-ffi": "0.1.15.post2",
     "numpy": "2.1.3",
