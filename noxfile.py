@@ -163,7 +163,7 @@ def loop(session: nox.Session) -> None:
         requires = config["build-system"]["requires"]  # built without isolation: installed here
         env = {"SCALE_LIB_CUDA": "ON"} if settings["CUDAARCHS"] else {**CPU_ONLY, "SCALE_LIB_TRITON": "OFF"}
         if settings["CUDAARCHS"]:
-            requires += config["tool"]["scikit-build"]["build"]["requires"]
+            requires += config["tool"]["scikit-build"].get("build", {}).get("requires", [])
         session.install(
             *requires, "ninja", "cmake>=3.24", *([settings["TORCH_SPEC"]] if settings["TORCH_SPEC"] else [])
         )

@@ -398,3 +398,22 @@ def test_template_only_blocks_leave_one_blank_line() -> None:
     assert without("`a`<!-- template-only -->, `t`<!-- /template-only -->; b\n") == "`a`; b\n"
     jobs = "  bench:\n    run: a\n\n  # template-only:begin\n  template:\n    run: t\n  # template-only:end\n\n  docs:\n"
     assert without(jobs) == "  bench:\n    run: a\n\n  docs:\n"
+
+
+@pytest.mark.skipif(not (ROOT / "tools" / "remove_op.py").is_file(), reason="no tools/remove_op.py here")
+def test_triton_build_requirement_follows_the_triton_kernels() -> None:
+    # A library without a Triton kernel builds without Triton: remove_op.py comments the build
+    # requirement out with the last Triton kernel, and new_op.py --lang triton restores it.
+    import tomllib
+
+    toggle = _remover()["with_triton_build"]
+    text = (ROOT / "pyproject.toml").read_text()
+    has_kernels = any((ROOT / "kernels" / "triton").glob("*.py"))
+
+    def requires(t: str) -> list[str]:
+        return tomllib.loads(t)["tool"]["scikit-build"].get("build", {}).get("requires", [])
+
+    assert any("triton" in r for r in requires(text)) == has_kernels
+    off, on = toggle(text, needed=False), toggle(text, needed=True)
+    assert requires(off) == [] and any(r.startswith("triton") for r in requires(on))
+    assert toggle(off, needed=True) == on and toggle(on, needed=False) == off

@@ -133,6 +133,22 @@ def libraries() -> list[tuple[str, list[str], str]]:
     ]
 
 
+def needs_triton_to_build(dest: Path) -> bool:
+    """Whether the library's build requires Triton (pyproject.toml's build.requires)."""
+    import tomllib
+
+    config = tomllib.loads((dest / "pyproject.toml").read_text())["tool"]["scikit-build"]
+    return any(r.startswith("triton") for r in config.get("build", {}).get("requires", []))
+
+
+def check_triton_build(dest: Path) -> None:
+    """Triton is a build requirement exactly while the library has a Triton kernel."""
+    kernels = sorted(p.name for p in (dest / "kernels" / "triton").glob("*.py"))
+    assert needs_triton_to_build(dest) == bool(kernels), f"{dest.name}: Triton kernels {kernels}, " + (
+        "but Triton is no build requirement" if kernels else "but Triton is still a build requirement"
+    )
+
+
 def check_names(dest: Path, kept: set[str]) -> None:
     """Nothing in the library names a template op it does not have."""
     for op in sorted(set(template_ops()) - kept):
@@ -148,6 +164,7 @@ def flow_generate(work: Path) -> None:
             for op in ("scale", *ops):
                 assert (dest / "tests" / f"test_{op}.py").is_file(), op
             check_names(dest, {"scale", *ops})
+            check_triton_build(dest)
         with step("  its lint, tests and docs"):
             check(name, dest)
 
@@ -169,6 +186,7 @@ def flow_combinations(work: Path) -> None:
             dest = work / "choice"
             generate("choice_kernels", dest, "--ops", ",".join(ops))
             check_names(dest, {"scale", *ops})
+            check_triton_build(dest)
             # The Python lint (what removing blocks can break: an import left unused, a gap).
             run(PY, "-m", "ruff", "check", "-q", ".", cwd=dest)
             run(PY, "-m", "ruff", "format", "-q", "--check", ".", cwd=dest)
@@ -386,7 +404,9 @@ def flow_scaffold(work: Path) -> None:
         )
     with step("scaffold a Triton op (--lang triton) with a float, an int and a bool attribute"):
         attrs = "alpha:float,times:int,negate:bool"
+        assert not needs_triton_to_build(dest), "a library without Triton kernels requires Triton"
         run(*new_op, "tri_fma", "--inputs", "a,b", "--attrs", attrs, "--lang", "triton", cwd=dest)
+        check_triton_build(dest)  # restored by new_op.py
     with step("silu_mul and gelu_tanh as a user writes them (math, reference, vjp)"):
         run(*new_op, "silu_mul", "--inputs", "x,y", cwd=dest)
         edited = _apply(dest, name, SILU_MUL_EDITS) | _apply(dest, name, GELU_TANH_EDITS)
@@ -425,6 +445,7 @@ def flow_scaffold(work: Path) -> None:
         run(PY, "tools/remove_op.py", "tri_fma", cwd=dest)
         left = run("git", "grep", "-l", "tri_fma", cwd=dest, check=False)
         assert not left.strip(), f"files still naming tri_fma: {left}"
+        check_triton_build(dest)  # commented out again with the last Triton kernel
 
 
 def _compile_cuda(dest: Path, name: str, ops: list[str], nvcc: str) -> None:

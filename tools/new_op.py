@@ -41,6 +41,7 @@ import argparse
 import ast
 import keyword
 import re
+import runpy
 import shutil
 import subprocess
 import sys
@@ -1342,6 +1343,17 @@ def format_files(paths: list[Path]) -> None:
         print(f"note: the new files are not formatted ({error}); run `pre-commit run --all-files`")
 
 
+def require_triton_to_build(pyproject: Path) -> bool:
+    """Restore pyproject.toml's Triton build requirement where a library without Triton kernels
+    had it commented out (tools/remove_op.py); True if the file changed."""
+    toggle = runpy.run_path(str(ROOT / "tools" / "remove_op.py"))["with_triton_build"]
+    text = pyproject.read_text()
+    new = toggle(text, needed=True)
+    if new != text:
+        pyproject.write_text(new)
+    return new != text
+
+
 def track(paths: list[Path]) -> None:
     """Tell git about the new files (intent to add): pre-commit and `git diff` see only tracked
     files, so the lint checks them on its first run."""
@@ -1376,10 +1388,12 @@ def main(argv: list[str]) -> int:
     add_to_ops(ops_py, s)
     add_to_init(package / "__init__.py", s.op)
     add_readme_row(ROOT / "README.md", s)
+    edited = [f"python/{s.lib}/ops.py", f"python/{s.lib}/__init__.py", "README.md"]
+    if s.lang == "triton" and require_triton_to_build(ROOT / "pyproject.toml"):
+        edited.append("pyproject.toml")
     if run_formatters:
         format_files([ROOT / p for p in created] + [ops_py, package / "__init__.py"])
     track([ROOT / p for p in created])
-    edited = [f"python/{s.lib}/ops.py", f"python/{s.lib}/__init__.py", "README.md"]
     print(f"created {', '.join(created)}")
     print(f"edited  {', '.join(edited)}")
     print(f"next: write the math in kernels/{s.op}.h and the reference in tests/test_{s.op}.py, then")

@@ -17,6 +17,8 @@ whose, so that it keeps its general part):
 - Markdown table rows whose first cell starts with the op's name in backquotes (``| `NAME` |``,
   ``| `NAME(x)` |``).
 
+When no Triton kernel is left, pyproject.toml's Triton build requirement is commented out.
+
 Everything else (the suites that run every op, the API docs, the benchmark report, the sanitizer
 list, the workflows) follows the declared ops by itself.
 """
@@ -46,6 +48,11 @@ BLOCKS = re.compile(
     re.DOTALL | re.MULTILINE,
 )
 FILE_MARK = re.compile(rf"(?:#|//|<!--) op-file: {OPS}")
+# pyproject.toml's Triton build requirement: needed while kernels/triton/ holds a kernel.
+PYPROJECT = ROOT / "pyproject.toml"
+TRITON_BUILD = re.compile(
+    r"^(# \[triton-build\.begin\][^\n]*\n)(.*?)(^# \[triton-build\.end\])", re.DOTALL | re.MULTILINE
+)
 
 
 def sections(text: str) -> dict[str, tuple[int, int]]:
@@ -186,6 +193,21 @@ def without_unused_imports(text: str) -> str:
     return header + body
 
 
+def with_triton_build(text: str, needed: bool) -> str:
+    """pyproject.toml's text with the Triton build requirement in force (``needed``) or
+    commented out (a library with no Triton kernel needs no Triton to build)."""
+
+    def toggle(match: re.Match[str]) -> str:
+        lines = match.group(2).splitlines(keepends=True)
+        if needed:
+            body = "".join(line[2:] if line.startswith("# ") else line for line in lines)
+        else:
+            body = "".join(line if line.startswith("# ") else "# " + line for line in lines)
+        return match.group(1) + body + match.group(3)
+
+    return TRITON_BUILD.sub(toggle, text)
+
+
 def dependents(text: str, name: str) -> list[str]:
     """Other ops whose sections call the public function ``name``."""
     call = re.compile(rf"(?<![\w.]){re.escape(name)}\(")
@@ -211,6 +233,9 @@ def plan(name: str) -> tuple[list[Path], dict[Path, str]]:
             new = without_export(text, name)
         elif path == ANSWERS:
             new = without_answer(text, name)
+        elif path == PYPROJECT:
+            triton_left = [p for p in ROOT.glob("kernels/triton/*.py") if p not in files]
+            new = with_triton_build(text, needed=bool(triton_left))
         new = without_op_blocks(new, name, markdown=path.suffix == ".md")
         if path.suffix == ".md":
             new = without_table_rows(new, name)
