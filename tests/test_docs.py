@@ -396,7 +396,8 @@ def test_template_only_blocks_leave_one_blank_line() -> None:
     page = "a\n\n<!-- template-only -->\nthe template's\n<!-- /template-only -->\n\nb\n"
     assert without(page) == "a\n\nb\n"
     assert without("`a`<!-- template-only -->, `t`<!-- /template-only -->; b\n") == "`a`; b\n"
-    jobs = "  bench:\n    run: a\n\n  # template-only:begin\n  template:\n    run: t\n  # template-only:end\n\n  docs:\n"
+    jobs = "  bench:\n    run: a\n\n  # template-only:begin\n  template:\n    run: t\n"
+    jobs += "  # template-only:end\n\n  docs:\n"
     assert without(jobs) == "  bench:\n    run: a\n\n  docs:\n"
 
 

@@ -179,7 +179,8 @@ def flow_combinations(work: Path) -> None:
     every = [op for op in template_ops() if op != "scale"]
     covered = [sorted(ops) for _, ops, _ in libraries()]
     choices = [list(c) for k in range(1, len(every) + 1) for c in itertools.combinations(every, k)]
-    with step(f"generate {len([c for c in choices if sorted(c) not in covered])} more op choices; names, static checks"):
+    more = len([c for c in choices if sorted(c) not in covered])
+    with step(f"generate {more} more op choices; names, lint, static checks"):
         for ops in choices:
             if sorted(ops) in covered:
                 continue
@@ -491,7 +492,9 @@ def _commit(repo: Path, message: str) -> None:
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("workdir", type=Path)
-    parser.add_argument("--only", choices=["generate", "combinations", "evolve", "update", "scaffold"], action="append")
+    parser.add_argument(
+        "--only", choices=["generate", "combinations", "evolve", "update", "scaffold"], action="append"
+    )
     args = parser.parse_args(argv)
     work: Path = args.workdir.resolve()
     work.mkdir(parents=True, exist_ok=True)
