@@ -388,6 +388,7 @@ def test_removing_an_op_removes_its_blocks() -> None:
     )
 
 
+# template-only:begin
 @pytest.mark.skipif(not (ROOT / "tools" / "new_library.py").is_file(), reason="no tools/new_library.py here")
 def test_template_only_blocks_leave_one_blank_line() -> None:
     import runpy
@@ -399,6 +400,9 @@ def test_template_only_blocks_leave_one_blank_line() -> None:
     jobs = "  bench:\n    run: a\n\n  # template-only:begin\n  template:\n    run: t\n"
     jobs += "  # template-only:end\n\n  docs:\n"
     assert without(jobs) == "  bench:\n    run: a\n\n  docs:\n"
+
+
+# template-only:end
 
 
 @pytest.mark.skipif(not (ROOT / "tools" / "remove_op.py").is_file(), reason="no tools/remove_op.py here")

@@ -42,3 +42,37 @@ def test_new_op_refuses_names_that_would_break_the_library(name: str, why: str) 
     assert name in child.stderr
     assert re.search(why, child.stderr), child.stderr
     assert _status() == before, "new_op.py wrote files before refusing"
+
+
+# template-only:begin
+
+NEW_LIBRARY = ROOT / "tools" / "new_library.py"
+
+
+@pytest.mark.skipif(not NEW_LIBRARY.is_file(), reason="tools/new_library.py is the template's")
+@pytest.mark.parametrize(
+    ("name", "why"),
+    [
+        ("numpy", "shadow"),  # a framework the library's users import
+        ("json", "shadow"),  # the standard library
+        ("class", "keyword"),
+        ("union", "C\\+\\+ keyword"),
+        ("My_kernels", "lowercase"),
+        ("scale_lib", "the template's own name"),
+    ],
+)
+def test_new_library_refuses_names_that_would_break_it(tmp_path: Path, name: str, why: str) -> None:
+    dest = tmp_path / "lib"
+    child = subprocess.run(
+        [sys.executable, str(NEW_LIBRARY), name, "--dest", str(dest)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert child.returncode != 0
+    assert name in child.stderr
+    assert re.search(why, child.stderr), child.stderr
+    assert not dest.exists(), "new_library.py wrote files before refusing"
+
+
+# template-only:end

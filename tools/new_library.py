@@ -36,7 +36,7 @@ ANSWERS = ".copier-answers.yml"
 # Markdown blocks only the template has, and blocks (commented out) only a generated library has.
 TEMPLATE_ONLY = re.compile(
     r"<!-- template-only -->.*?<!-- /template-only -->\n?"
-    r"|^[ \t]*# template-only:begin.*?# template-only:end[^\n]*\n",
+    r"|^[ \t]*# template-only:begin.*?^[ \t]*# template-only:end[^\n]*\n",
     re.DOTALL | re.MULTILINE,
 )
 FORK_ONLY = re.compile(r"<!-- fork-only\n(.*?)-->\n", re.DOTALL)
@@ -122,6 +122,7 @@ def own_project(name: str) -> None:
         ROOT / ".ci" / "run",
         *sorted((ROOT / ".github" / "workflows").glob("*.yml")),
         *sorted((ROOT / "docs").rglob("*.md")),
+        *sorted((ROOT / "tests").glob("*.py")),
     ]:
         text = page.read_text()
         new = FORK_ONLY.sub(lambda m: m.group(1), without_template_only(text)).rstrip("\n") + "\n"
