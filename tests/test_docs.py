@@ -339,7 +339,7 @@ def _remover() -> dict:
 
 @pytest.mark.skipif(not (ROOT / "tools" / "remove_op.py").is_file(), reason="no tools/remove_op.py here")
 def test_op_blocks_are_closed_and_name_declared_ops() -> None:
-    # tools/remove_op.py (and new_library.py --ops) delete an op's blocks and op-file files with
+    # tools/remove_op.py (and the template's generator) delete an op's blocks and op-file files with
     # the op: an unclosed block or a misspelt name would leave its code behind.
     from scale_lib.ops import OPS
 

@@ -85,7 +85,7 @@ def own_files(name: str) -> list[Path]:
 
 def project_paths() -> list[Path]:
     """The project's files: in a git repository, those git does not ignore; in a copy being
-    generated (new_library.py), every file but output and environments."""
+    generated (the template's tools/new_library.py), every file but output and environments."""
     if (ROOT / ".git").exists():
         listed = subprocess.run(
             ["git", "-C", str(ROOT), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
