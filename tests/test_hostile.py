@@ -351,39 +351,6 @@ def test_torch_training_loop_out_into_saved_tensor_raises_like_torch(spec: OpSpe
     assert ours == theirs == ["ok", "raised", "ok", "raised"]
 
 
-def test_torch_forward_mode_ad_is_a_type_error() -> None:
-    torch = _need("torch")
-    import torch.autograd.forward_ad as fwad
-
-    for spec in CPU_OPS:
-        inputs = _torch_inputs(spec)
-        for i, name in enumerate(i.name for i in spec.inputs):
-            with fwad.dual_level():
-                dual = fwad.make_dual(inputs[i], torch.ones_like(inputs[i]))
-                with pytest.raises(TypeError, match=f"^{name} is a forward-mode AD dual tensor"):
-                    call(spec, [*inputs[:i], dual, *inputs[i + 1 :]])
-                # inside a level, tensors without a tangent still work
-                torch.testing.assert_close(call(spec, inputs), call(spec, _torch_inputs(spec)))
-
-
-@pytest.mark.parametrize("transform", ["vmap", "grad", "jvp"])
-def test_torch_func_transforms_are_a_type_error(transform: str) -> None:
-    torch = _need("torch")
-    for spec in CPU_OPS:
-        inputs = _torch_inputs(spec)
-
-        def f(x: Any, _spec: OpSpec = spec, _inputs: list[Any] = inputs) -> Any:
-            return call(_spec, [x, *_inputs[1:]]).sum()
-
-        run = {
-            "vmap": lambda f=f, x=inputs[0]: torch.func.vmap(f)(x),
-            "grad": lambda f=f, x=inputs[0]: torch.func.grad(f)(x),
-            "jvp": lambda f=f, x=inputs[0]: torch.func.jvp(f, (x,), (torch.ones_like(x),)),
-        }[transform]
-        with pytest.raises(TypeError, match=r"torch.func transform"):
-            run()
-
-
 @pytest.mark.parametrize("spec", ops())
 def test_numpy_masked_arrays_and_other_subclasses_are_refused(spec: OpSpec, tmp_path: Any) -> None:
     inputs = example(spec)

@@ -129,10 +129,12 @@ def register(spec: OpSpec) -> Dispatcher:
     """Bind ``spec`` to the library and register it with every framework (PyTorch custom ops,
     JAX XLA targets). Call once per op, from ``ops.py``."""
     op = Op(spec)
+    dispatcher = Dispatcher(op)
+    op.public_call = dispatcher.call
     for adapter in ADAPTERS:
         adapter.register(op)
     _REGISTERED[spec.name] = op
-    return Dispatcher(op)
+    return dispatcher
 
 
 def registered_specs() -> tuple[OpSpec, ...]:

@@ -55,6 +55,12 @@ class Op:
         self.cuda_missing = spec.triton and not BUILD_INFO["triton"]
         # Where this build has kernels for the op.
         self.devices = tuple(d for d in spec.devices if not (d == "cuda" and self.cuda_missing))
+        # The op as its public function calls it (set by _dispatch.register): derivatives written
+        # as ops call it, so that they take each framework's route, tracing and transforms included.
+        self.public_call: Callable[..., Any] = _unbound
+        # Inputs that the output may be the very same array of (in-place use), as the library
+        # exports them ("out=x" in its ABI docstring).
+        self.in_place_inputs = _in_place_inputs(spec.name) if self.takes_out else frozenset()
 
     def __repr__(self) -> str:
         return f"<scale_lib op {self.name}>"
@@ -81,6 +87,34 @@ class Op:
         return tuple(
             g if g is None or t is None or tuple(g.shape) == tuple(t.shape) else g.reshape(t.shape)
             for g, t in zip(grads, inputs, strict=True)
+        )
+
+    @property
+    def has_jvp(self) -> bool:
+        """Whether the op has a forward-mode derivative: declared, or the op itself (linear)."""
+        return self.spec.jvp is not None or self.spec.linear
+
+    def jvp(self, tangents: Sequence[Any], out: Any, inputs: Sequence[Any], attrs: Sequence[Any]) -> Any:
+        """The tangent of the output for ``tangents`` (one per input; ``None``: zero or absent).
+        A linear op's tangent is the op of the tangents, with a zero array (``zeros_like``) for
+        an input that has none. Only for ops with :attr:`has_jvp`."""
+        if self.spec.jvp is not None:
+            return self.spec.jvp(tuple(tangents), out, *inputs, *attrs)
+        assert self.spec.linear, "only ops with a jvp get here"
+        if all(t is None for t in tangents):
+            return None
+        filled = tuple(
+            t if t is not None or x is None else _zeros_like(x) for t, x in zip(tangents, inputs, strict=True)
+        )
+        return self.public_call(filled, tuple(attrs))
+
+    def refuse_jvp(self) -> None:
+        """TypeError for forward-mode differentiation of an op that declares no jvp."""
+        raise TypeError(
+            f"{self.name} has no forward-mode derivative (its declaration has no jvp and it is not "
+            "linear): jax.jvp, jax.jacfwd, jax.hessian, torch.func.jvp, torch.func.jacfwd and "
+            "torch.autograd.forward_ad are not supported for it; use reverse mode (jax.grad, "
+            "torch.autograd.grad, torch.func.jacrev)"
         )
 
     def check_out_allowed(self) -> None:
@@ -121,7 +155,11 @@ class Op:
         shape = tuple(first.shape)
         for spec, t in zip(self.spec.inputs, inputs, strict=True):
             if spec.check is not None and t is not None:
-                spec.check(tuple(t.shape))
+                try:
+                    spec.check(tuple(t.shape))
+                except ValueError:
+                    spec.check(concrete(tuple(t.shape)))  # the same refusal, worded with numbers
+                    raise
         for spec, t in zip(self.spec.inputs[1:], inputs[1:], strict=True):
             if t is None:
                 if not spec.optional:
@@ -139,11 +177,92 @@ class Op:
             if spec.shape is None:
                 if got != shape:
                     raise ValueError(
-                        f"{spec.name} and {first_spec.name} must have the same shape; got {got} and {shape}"
+                        f"{spec.name} and {first_spec.name} must have the same shape; got "
+                        f"{concrete(got)} and {concrete(shape)}"
                     )
             elif _without_leading_ones(got) != tuple(spec.shape(shape)):
                 rule = f" to match {spec.shape_text}" if spec.shape_text else ""
-                raise ValueError(f"{spec.name} must have shape {tuple(spec.shape(shape))}{rule}; got {got}")
+                wanted = concrete(tuple(spec.shape(shape)))
+                raise ValueError(f"{spec.name} must have shape {wanted}{rule}; got {concrete(got)}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Memory overlap of abstract arrays (the library's rule, include/tvm_ffi_utils_detail.h, for
+# arrays that never reach it: compiled code may hand the library a copy of out)
+# ---------------------------------------------------------------------------------------------
+Layout = tuple[Any, Shape, Shape, int]  # byte offset, shape, element strides, item size
+
+
+def check_overlap(op: Op, input_name: str, out: Layout, other: Layout) -> None:
+    """The library's ValueError if ``out`` and input ``input_name``, two views of one buffer,
+    share a byte without being the very same array where the op allows in-place use."""
+    if not _footprints_intersect(_footprint(out), _footprint(other)):
+        return
+    allowed = input_name in op.in_place_inputs
+    if allowed and out[0] == other[0] and out[3] == other[3] and _same_layout(out, other):
+        return
+    if allowed:
+        raise ValueError(
+            f"out and {input_name} overlap in memory without being the same array; pass the same "
+            "array for in-place use, or arrays that do not overlap"
+        )
+    raise ValueError(f"out and {input_name} overlap in memory; out must not share memory with {input_name}")
+
+
+def _same_layout(a: Layout, b: Layout) -> bool:
+    return a[1] == b[1] and all(size <= 1 or sa == sb for size, sa, sb in zip(a[1], a[2], b[2], strict=True))
+
+
+def _footprint(layout: Layout) -> tuple[int, int, int, int]:
+    """(begin, run, step, count): the bytes the elements occupy, as in the library."""
+    begin, shape, strides, item = layout
+    if 0 in shape:
+        return begin, 0, 0, 0
+    run_items, runs, run_stride, regular = 1, 1, 0, True
+    for size, stride in zip(reversed(shape), reversed(strides), strict=True):
+        if not regular:
+            break
+        if size == 1:
+            continue
+        if runs == 1 and stride == run_items:
+            run_items *= size
+        elif runs == 1:
+            runs, run_stride = size, stride
+            regular = stride >= run_items
+        else:
+            regular = stride == run_stride * runs
+            runs *= size
+    if regular:
+        return begin, run_items * item, run_stride * item, runs
+    low = sum((size - 1) * stride for size, stride in zip(shape, strides, strict=True) if stride < 0)
+    high = sum((size - 1) * stride for size, stride in zip(shape, strides, strict=True) if stride > 0)
+    return begin + low * item, (high - low + 1) * item, 0, 1
+
+
+def _footprints_intersect(a: tuple[int, int, int, int], b: tuple[int, int, int, int]) -> bool:
+    if a[3] == 0 or b[3] == 0:
+        return False
+    a_end = a[0] + (a[3] - 1) * a[2] + a[1]
+    b_end = b[0] + (b[3] - 1) * b[2] + b[1]
+    if a_end <= b[0] or b_end <= a[0]:
+        return False
+    # Rare (views of one buffer, at trace time): compare run by run.
+    return any(
+        ra < rb + b[1] and rb < ra + a[1]
+        for ra in (a[0] + i * a[2] for i in range(a[3]))
+        for rb in (b[0] + j * b[2] for j in range(b[3]))
+    )
+
+
+def _unbound(*args: Any) -> Any:
+    raise AssertionError("an Op is called through the Dispatcher that _dispatch.register makes")
+
+
+def _zeros_like(x: Any) -> Any:
+    """Zeros of ``x``'s framework, shape, dtype and device (a linear op's missing tangent)."""
+    from ._namespace import array_namespace
+
+    return array_namespace(x).zeros_like(x)
 
 
 def _without_leading_ones(shape: Shape) -> Shape:
@@ -200,7 +319,23 @@ def _is_rows(shape: Shape, strides: Shape) -> bool:
 
 
 def _tuple_text(values: Shape) -> str:
-    return str(tuple(values))
+    return str(concrete(tuple(values)))
+
+
+def concrete(values: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``values`` with symbolic sizes (PyTorch's under ``torch.compile(dynamic=True)``) as the
+    numbers of this call, for an error message: the refusal is about this call's arrays. Only
+    for messages: reading a symbolic size's number makes compiled code depend on it."""
+    return tuple(_number(v) for v in values)
+
+
+def _number(value: Any) -> Any:
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(value, torch.SymInt):
+        return int(value)
+    if torch is not None and isinstance(value, torch.SymFloat):
+        return float(value)
+    return value
 
 
 def exact_types(values: tuple[Any, ...], types: tuple[type, ...]) -> bool:
@@ -215,6 +350,15 @@ def exact_types(values: tuple[Any, ...], types: tuple[type, ...]) -> bool:
             return False
         i += 1  # noqa: SIM113
     return True
+
+
+def _in_place_inputs(name: str) -> frozenset[str]:
+    doc = LIB.get_function_doc(name) or ""
+    for line in doc.splitlines():
+        if line.startswith("In-place (the same array) allowed:"):
+            pairs = line.split(":", 1)[1].split(",")
+            return frozenset(pair.split("=", 1)[1].strip() for pair in pairs if "=" in pair)
+    return frozenset()
 
 
 def _exported(name: str) -> Callable[..., Any]:
@@ -234,7 +378,9 @@ def _dtype_name(dtype: Any) -> str:
 
 def _check_ndim(name: str, t: Any, min_ndim: int) -> None:
     if len(t.shape) < min_ndim:
-        raise ValueError(f"{name} must have at least {min_ndim} dimension(s); got shape {tuple(t.shape)}")
+        raise ValueError(
+            f"{name} must have at least {min_ndim} dimension(s); got shape {concrete(tuple(t.shape))}"
+        )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -250,7 +396,9 @@ def _converter(attr: Attr) -> Callable[[Any], Any]:
         value = convert(value, name)
         if not value >= minimum:  # NaN fails too
             qualifier = "non-negative" if minimum == 0 else f">= {minimum}"
-            raise ValueError(f"{name} must be {qualifier}; got {value}")
+            # float()/int(): a scalar torch.compile made symbolic, worded as this call's number.
+            shown = float(value) if attr.type is float else int(value)
+            raise ValueError(f"{name} must be {qualifier}; got {shown}")
         return value
 
     return bounded
@@ -269,6 +417,8 @@ def _is_number(value: Any, kind: type) -> bool:
 def _as_float(value: Any, name: str) -> float:
     if type(value) is float:  # the common case, without an ABC check
         return value
+    if _is_symbolic(value, "SymFloat"):  # a scalar torch.compile made dynamic: checked as it is
+        return value
     if _is_number(value, numbers.Real):
         try:
             result = float(value)
@@ -284,6 +434,8 @@ def _as_float(value: Any, name: str) -> float:
 def _as_int(value: Any, name: str) -> int:
     if type(value) is int:
         pass
+    elif _is_symbolic(value, "SymInt"):
+        return value
     elif _is_number(value, numbers.Integral):
         value = int(value)
     else:
@@ -305,6 +457,11 @@ def _as_bool(value: Any, name: str) -> bool:
 
 
 _CONVERT: dict[type, Callable[[Any, str], Any]] = {float: _as_float, int: _as_int, bool: _as_bool}
+
+
+def _is_symbolic(value: Any, kind: str) -> bool:
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(value, getattr(torch, kind))
 
 
 def _short(value: Any) -> str:

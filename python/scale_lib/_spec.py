@@ -109,6 +109,13 @@ class OpSpec:
         vjp: ``vjp(grad_out, out, *inputs, *attrs) -> tuple of input gradients (or None)``,
             written with public ops so it works for every framework; ``None`` if the op is not
             differentiable.
+        jvp: ``jvp(tangents, out, *inputs, *attrs) -> tangent of out``: forward-mode
+            derivative (``jax.jvp``, ``jax.jacfwd``, ``torch.func.jvp``, ``torch.func.jacfwd``,
+            ``torch.autograd.forward_ad``). ``tangents`` has one entry per input, an array of
+            that input's shape, or ``None`` where the input is absent or has no tangent (zero).
+            Written with public ops or :func:`~scale_lib.array_namespace` math, like ``vjp``. An
+            op declared ``linear`` needs none: its tangent is the op applied to the tangents.
+            Without either, forward mode is refused with ``TypeError``.
         workspace: name of the exported ``f(numel of x, numel of out) -> bytes`` of scratch the
             CUDA kernel needs. The op then also exports ``<name>_with_workspace(out, workspace,
             *inputs)`` for callers whose framework publishes no allocator.
@@ -124,8 +131,9 @@ class OpSpec:
             leading dimensions. The rules are in ``_torch.py`` and ``_jax.py``.
         linear: the op is linear in its tensor inputs jointly (``f(x + x') = f(x) + f(x')``,
             as ``scale`` is in ``x``), so inputs held as partial sums or averages across devices
-            (PyTorch ``Partial``) give an output that stays partial, without communication.
-            Only ``"elementwise"`` ops read it.
+            (PyTorch ``Partial``) give an output that stays partial, without communication, and
+            its forward-mode derivative is the op itself applied to the tangents. The sharding
+            rules read it only for ``"elementwise"`` ops.
         public: whether ``scale_lib.<name>`` is the op's public function (private ops are
             pieces of another op's vjp).
         triton: the op's CUDA kernel is written in Triton (``kernels/triton/``): a library built
@@ -139,6 +147,7 @@ class OpSpec:
     attrs: tuple[Attr, ...] = ()
     output: Output = field(default_factory=Output)
     vjp: Callable[..., tuple[Any, ...]] | None = None
+    jvp: Callable[..., Any] | None = None
     workspace: str | None = None
     dtypes: tuple[str, ...] = FLOATING_DTYPES
     devices: tuple[str, ...] = ("cpu", "cuda")

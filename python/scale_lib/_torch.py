@@ -5,14 +5,17 @@ defines a vjp, an autograd formula.
 
 Plain eager calls on tensors that need no gradient go straight to the library: the custom-op
 dispatcher costs several microseconds a call, the library call under one. Everything PyTorch
-itself must see takes the custom op: tracing under torch.compile/torch.export, tensor subclasses
-(FakeTensor, FunctionalTensor, DTensor, ...; not nn.Parameter), meta tensors, tensors that require
-grad, lazily negated views (whose negative bit PyTorch resolves for custom ops) and calls inside
-a forward-mode AD level.
+itself must see takes the custom op: tracing under torch.compile/torch.export/torch.jit.trace,
+dispatch and torch-function modes (make_fx, FakeTensorMode, FlopCounterMode, ...), torch.func
+transforms, tensor subclasses (FakeTensor, FunctionalTensor, DTensor, ...; not nn.Parameter),
+meta tensors, tensors that require grad, lazily negated views (whose negative bit PyTorch
+resolves for custom ops), forward-mode dual tensors, and the calls a derivative formula makes.
+Autograd (reverse and forward mode) is in ``_torch_autograd.py``, torch.vmap's batching rule in
+``_torch_batching.py``.
 
-Tensors the library cannot take (sparse, mkldnn, quantized, nested, torch.func wrappers) are a
-TypeError naming the argument: checked on the custom-op path, and on the direct path only once
-the framework or the library has refused the call, so the common path pays nothing for them.
+Tensors the library cannot take (sparse, mkldnn, quantized, nested) are a TypeError naming the
+argument: checked on the custom-op path, and on the direct path only once the framework or the
+library has refused the call, so the common path pays nothing for them.
 
 The last section gives every custom op the DTensor sharding strategies of its declared
 ``sharding`` kind (``torch.distributed.tensor``: tensor, sequence and data parallelism).
@@ -21,16 +24,18 @@ The last section gives every custom op the DTensor sharding strategies of its de
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from ._adapter import Adapter
-from ._op import Op, check_layout, sharding_of
+from ._op import Op, check_layout, check_overlap, sharding_of
 from ._spec import Shape
 
 try:
     import torch
     import torch.autograd.forward_ad as _forward_ad
+
+    from . import _torch_autograd, _torch_batching
 
     # Module-level aliases keep the per-call check cheap; dynamo still recognises the function.
     _Tensor = torch.Tensor
@@ -42,6 +47,13 @@ try:
     # torch.jit.trace records the ops PyTorch's dispatcher runs: its state is set while it traces.
     _jit_tracing_state = torch._C._get_tracing_state
     _increment_version = torch._C._increment_version
+    # Modes intercept every op PyTorch runs (make_fx, FakeTensorMode, FlopCounterMode, logging
+    # and debugging modes, `with torch.device(...)`), and torch.func transforms wrap tensors in
+    # storage-less wrappers: while any is active, calls must be ops PyTorch's dispatcher sees.
+    _dispatch_modes = torch._C._len_torch_dispatch_stack
+    _function_modes = torch._C._len_torch_function_stack
+    _functorch_active = torch._C._are_functorch_transforms_active
+    _formulas_running = _torch_autograd.RUNNING
 except ImportError:  # scale_lib works without PyTorch
     torch = None
 
@@ -63,12 +75,6 @@ _library: Any = globals().get("_library")
 def _check_tensor(t: Any, arg_name: str) -> None:
     """TypeError naming ``arg_name`` for a tensor whose memory is not a dense array the library
     can read (the slow paths run this; the direct path only after a refusal)."""
-    if torch._C._functorch.is_functorch_wrapped_tensor(t) or torch._C._are_functorch_transforms_active():
-        raise TypeError(
-            f"{arg_name} is inside a torch.func transform (vmap, grad, jvp, jacrev, ...), which "
-            "scale_lib ops do not support: call them outside torch.func, and use "
-            "torch.autograd for gradients"
-        )
     if t.is_nested:
         raise TypeError(f"{arg_name} is a nested tensor; pass a dense tensor (e.g. one per component)")
     if t.layout != torch.strided:
@@ -79,16 +85,13 @@ def _check_tensor(t: Any, arg_name: str) -> None:
         raise TypeError(f"{arg_name} is a quantized tensor ({t.dtype}); pass {arg_name}.dequantize()")
 
 
-def _check_no_tangent(inputs: tuple[Any, ...], names: tuple[str, ...]) -> None:
-    if _forward_ad._current_level < 0:
-        return
-    for name, t in zip(names, inputs, strict=True):
-        if isinstance(t, _Tensor) and _forward_ad.unpack_dual(t).tangent is not None:
-            raise TypeError(
-                f"{name} is a forward-mode AD dual tensor (torch.autograd.forward_ad), which "
-                "scale_lib ops do not support: their tangent would be dropped. Use reverse mode "
-                "(backward(), torch.autograd.grad)"
-            )
+def _check_not_escaped(t: Any, arg_name: str) -> None:
+    """A torch.func wrapper used after its transform returned has no storage of its own."""
+    if torch._C._functorch.is_functorch_wrapped_tensor(t) and not _functorch_active():
+        raise TypeError(
+            f"{arg_name} is a torch.func wrapper (vmap, grad, jvp, ...) used outside the transform "
+            "that made it; return it from the transformed function instead"
+        )
 
 
 class TorchAdapter(Adapter):
@@ -99,6 +102,8 @@ class TorchAdapter(Adapter):
     def __init__(self) -> None:
         # op name -> (functional custom op, out= custom op or None)
         self._custom_ops: dict[str, tuple[Any, Any]] = {}
+        # op name -> the functional custom op as Python calls it (see _torch_autograd.register)
+        self.callers: dict[str, Any] = {}
 
     def array_type(self) -> type | None:
         return None if torch is None else torch.Tensor
@@ -113,6 +118,10 @@ class TorchAdapter(Adapter):
         if _forward_ad._current_level >= 0:  # dual tensors exist only inside a level
             return True
         if _jit_tracing_state() is not None:  # torch.jit.trace: the call must be in its graph
+            return True
+        if _dispatch_modes() or _function_modes() or _functorch_active():
+            return True
+        if _formulas_running[0] and _torch_autograd.through_dispatcher():
             return True
         for t in inputs:
             if type(t) is _Tensor or type(t) is _Parameter:
@@ -157,7 +166,11 @@ class TorchAdapter(Adapter):
                     _check_tensor(t, name)
             if out is not None:
                 _check_tensor(out, "out")
-            _check_no_tangent(inputs, op.input_names)
+                if _functorch_active() or _torch_autograd.has_tangent(inputs):
+                    raise TypeError(
+                        "out= is not supported under torch.func transforms (vmap, grad, jvp, ...) "
+                        "or with forward-mode dual tensors: call without out= and use the result"
+                    )
         if x.device.type not in ("cpu", "cuda", "meta"):
             raise ValueError(
                 f"{op.input_names[0]} is on unsupported device {x.device}; scale_lib supports cpu and cuda"
@@ -165,7 +178,9 @@ class TorchAdapter(Adapter):
         op.check_device(x.device.type)
         functional, out_variant = self._custom_ops[op.name]
         if out is None:
-            return functional(*inputs, *attrs)
+            if _dynamo_compiling():  # the op in torch.compile's graph; autograd is AOTAutograd's
+                return functional(*inputs, *attrs)
+            return self.callers[op.name](*inputs, *attrs)
         if _grad_enabled() and any(getattr(t, "requires_grad", False) for t in inputs):
             raise ValueError(
                 "out= does not support autograd, and an input requires grad: call without out=, or "
@@ -193,6 +208,7 @@ class TorchAdapter(Adapter):
         _increment_version((out,))
 
     def diagnose(self, a: Any, arg_name: str) -> None:
+        _check_not_escaped(a, arg_name)
         _check_tensor(a, arg_name)
         if a.is_meta:  # real inputs went straight to the library, with a meta tensor
             raise ValueError(f"every array must be on one device; {arg_name} is on meta, which has no data")
@@ -269,6 +285,11 @@ def _dtype_name(dtype: Any) -> str:
     return str(dtype).rsplit(".", 1)[-1]
 
 
+def _layout(t: Any) -> tuple[Any, ...]:
+    """(byte offset in its storage, shape, element strides, item size) of tensor ``t``."""
+    return t.storage_offset() * t.element_size(), tuple(t.shape), tuple(t.stride()), t.element_size()
+
+
 def _define(op: Op) -> None:
     spec, n = op.spec, op.n_inputs
     args = ", ".join(
@@ -323,55 +344,22 @@ def _define(op: Op) -> None:
                 )
             if out.shape != expected.shape:
                 raise ValueError(f"out must have shape {tuple(expected.shape)}; got {tuple(out.shape)}")
+            # Traced calls check aliasing here, where the tensors still share storage: compiled
+            # code may write out through a copy (aot_eager's functionalization), which the
+            # library's own check would never see.
+            for name, t in zip(op.input_names, args[:n], strict=True):
+                if t is not None and torch._C._is_alias_of(out, t):
+                    check_overlap(op, name, _layout(out), _layout(t))
 
         torch.library.impl(f"{qualname}_out", devices, out_variant, lib=_library)
         torch.library.register_fake(f"{qualname}_out", fake_out, lib=_library)
 
     torch.library.impl(qualname, devices, functional, lib=_library)
     torch.library.register_fake(qualname, fake, lib=_library)
-    if spec.vjp is not None:
-        setup_context, backward = _autograd(op)
-    else:
-        setup_context, backward = _no_gradient(op)
-    torch.library.register_autograd(qualname, backward, setup_context=setup_context, lib=_library)
-
-
-def _autograd(op: Op) -> tuple[Callable[..., None], Callable[..., tuple[Any, ...]]]:
-    n = op.n_inputs
-
-    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
-        ctx.save_for_backward(*inputs[:n], output)
-        ctx.attrs = inputs[n:]
-
-    def backward(ctx: Any, grad: Any) -> tuple[Any, ...]:
-        *tensors, output = ctx.saved_tensors
-        # Incoming gradients may be expanded views (the gradient of a sum is); kernels need
-        # contiguous input. The vjp calls public ops, so double backward works where they do.
-        grads = op.vjp(grad.contiguous(), output, tensors, ctx.attrs)
-        return (*grads, *(None for _ in ctx.attrs))
-
-    return setup_context, backward
-
-
-def _no_gradient(op: Op) -> tuple[Callable[..., None], Callable[..., tuple[Any, ...]]]:
-    """The autograd formula of an op without a vjp: an error, when a gradient is asked of it.
-
-    Without one, PyTorch only warns and treats the op as a constant, which gives silently wrong
-    gradients: for an op that computes (part of) another op's backward, second-order gradients
-    (``create_graph=True``, ``gradgradcheck``, ``hessian``) of that op."""
-    message = (
-        f"scale_lib.{op.name} has no gradient (it declares no vjp). Where it computes the backward "
-        "of another op, that op is differentiable once in PyTorch: its second-order gradients "
-        "(create_graph=True, torch.autograd.functional.hessian, gradgradcheck) are not supported"
-    )
-
-    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
-        pass
-
-    def backward(ctx: Any, *grads: Any) -> tuple[Any, ...]:
-        raise TypeError(message)
-
-    return setup_context, backward
+    overload = getattr(getattr(torch.ops, NAMESPACE), op.name).default
+    call = _torch_autograd.register(op, qualname, overload, _library)
+    ADAPTER.callers[op.name] = call
+    _torch_batching.register(op, qualname, overload, _library)
 
 
 # =============================================================================================

@@ -125,6 +125,7 @@ _rms_norm = register(
         attrs=(Attr("eps", float, minimum=0.0),),
         output=Output(rows=True),
         vjp=lambda grad, out, x, weight, eps: _rms_norm_vjp(grad, x, weight, eps),
+        jvp=lambda tangents, out, x, weight, eps: _rms_norm_jvp(tangents, x, weight, eps),
         sharding="rows",
         jax=_ROWS,
     )
@@ -171,6 +172,22 @@ def _rms_norm_vjp(grad: Any, x: Any, weight: Any, eps: float) -> tuple[Any, Any]
     grad_x = _rms_norm_backward.call((grad, x, weight, rstd))
     grad_weight = None if weight is None else _rms_norm_weight_grad.call((grad, x, rstd))
     return grad_x, grad_weight
+
+
+def _rms_norm_jvp(tangents: tuple[Any, Any], x: Any, weight: Any, eps: float) -> Any:
+    # The Jacobian in x of x * rstd is symmetric, so its product with a tangent is the backward
+    # kernel's (weight applied after); in the weight, the op itself with the tangent as weight.
+    tangent_x, tangent_weight = tangents
+    result = None
+    if tangent_x is not None:
+        rstd = _rms_norm_rstd.call((x,), (eps,))
+        result = _rms_norm_backward.call((tangent_x, x, None, rstd))
+        if weight is not None:
+            result = result * weight
+    if tangent_weight is not None:
+        by_weight = _rms_norm.call((x, tangent_weight), (eps,))
+        result = by_weight if result is None else result + by_weight
+    return result
 
 
 def rms_norm(
@@ -228,6 +245,7 @@ _l2_norm = register(
         output=Output(shape=lambda x: ()),
         # d|x|/dx = x / |x| (NaN at x = 0, as jnp.linalg.norm's gradient)
         vjp=lambda grad, out, x: (x * (grad / out),),
+        jvp=lambda tangents, out, x: (x * tangents[0]).sum() / out,  # x . t / |x|
         workspace="l2_norm_workspace_bytes",
         sharding="reduction",
     )
@@ -285,10 +303,22 @@ _silu_and_mul = register(
         inputs=(_GATE,),
         output=Output(shape=lambda x: _gate_halved(tuple(x.shape))),
         vjp=lambda grad, out, x: (_silu_and_mul_backward.call((x, grad)),),
+        jvp=lambda tangents, out, x: _silu_and_mul_jvp(tangents[0], out, x),
         sharding="rows",
         triton=True,
     )
 )
+
+
+def _silu_and_mul_jvp(tangent: Any, out: Any, x: Any) -> Any:
+    # The backward kernel with a gradient of ones gives both halves' partial derivatives,
+    # (silu'(a) * b, silu(a)); the tangent is their product with the tangent's halves, summed.
+    from ._namespace import array_namespace
+
+    partials = _silu_and_mul_backward.call((x, array_namespace(out).ones_like(out)))
+    product = partials * tangent
+    half = out.shape[-1]
+    return product[..., :half] + product[..., half:]
 
 
 def silu_and_mul(x: ArrayT, *, out: ArrayT | None = None) -> ArrayT:
