@@ -4,8 +4,9 @@ An op's backward that calls ops without a gradient of their own (kernels its bac
 of) must not be taken as a constant when differentiated again: PyTorch raises a TypeError from
 the op that has no gradient, JAX a TypeError naming the op. Where second order works (PyTorch,
 for ops whose vjp is written with differentiable ops), ``gradgradcheck`` checks it against
-finite differences in float64. Driven by the declared ops: an op a fork adds is checked the
-same way.
+finite differences in float64, and under JAX (every op whose pieces declare their derivatives)
+so are ``jax.hessian``, a gradient penalty and forward over forward. Driven by the declared ops:
+an op a fork adds is checked the same way.
 """
 
 from __future__ import annotations
@@ -42,18 +43,56 @@ def test_torch_second_order_is_right_or_refused(case) -> None:
             (first**2).sum().backward()
 
 
+_DECLARED = {spec.name: spec for spec in OPS}
+
+
+def _lacks_a_derivative(name: str) -> bool:
+    spec = _DECLARED[name]
+    return spec.vjp is None or (spec.jvp is None and not spec.linear)
+
+
 @pytest.mark.parametrize("case", DIFFERENTIABLE, ids=lambda c: c.name)
-def test_jax_second_order_is_refused_with_the_ops_name(case) -> None:
+def test_jax_second_order_is_right_or_refused_with_the_ops_name(case) -> None:
     jax = pytest.importorskip("jax")
     pytest.importorskip("jax_tvm_ffi")
+    jnp = jax.numpy
     cpu = jax.devices("cpu")[0]  # the CPU cases: on a GPU machine too
-    arrays = [jax.device_put(jax.numpy.asarray(a, dtype=jax.numpy.float32), cpu) for a in _inputs(case)]
+    arrays = [jax.device_put(jnp.asarray(a, dtype=jnp.float64), cpu) for a in _inputs(case)]
+    x = arrays[0]
 
-    def loss(x):
-        return case.call(x, *arrays[1:]).sum()
+    def loss(v):  # not linear in the output, so that linear ops have a second derivative too
+        return jnp.sum(jnp.sin(case.call(v, *arrays[1:])))
 
-    assert np.all(np.isfinite(np.asarray(jax.grad(loss)(arrays[0]))))  # first order works
-    with pytest.raises(TypeError, match=f"{case.name} is differentiable once under JAX"):
-        jax.hessian(loss)(arrays[0])
-    with pytest.raises(TypeError, match=f"{case.name} is differentiable once under JAX"):
-        jax.grad(lambda x: jax.grad(loss)(x).sum())(arrays[0])
+    def penalty(v):  # a gradient penalty: reverse over reverse
+        return jnp.sum(jax.grad(loss)(v) ** 2)
+
+    step = 1e-5
+
+    def differences(f, v):  # central differences of f's value (or array) in each element of v
+        basis = np.eye(v.size).reshape(v.size, *v.shape)
+        columns = [(np.asarray(f(v + step * e)) - np.asarray(f(v - step * e))) / (2 * step) for e in basis]
+        return np.moveaxis(np.stack(columns), 0, -1).reshape(np.shape(f(v)) + v.shape)
+
+    assert np.all(np.isfinite(np.asarray(jax.grad(loss)(x))))  # first order works
+    for name, second, reference in (
+        ("jax.hessian", lambda: jax.hessian(loss)(x), lambda: differences(jax.grad(loss), x)),
+        ("jax.grad of jax.grad", lambda: jax.grad(penalty)(x), lambda: differences(penalty, x)),
+        (
+            "jax.jacfwd of jax.jacfwd",
+            lambda: jax.jacfwd(jax.jacfwd(loss))(x),
+            lambda: differences(jax.grad(loss), x),
+        ),
+    ):
+        refusal = None
+        try:
+            got = second()
+        except TypeError as err:
+            refusal = str(err)
+        if refusal is None:
+            np.testing.assert_allclose(np.asarray(got), reference(), rtol=1e-5, atol=1e-7, err_msg=name)
+            continue
+        # Refused by an op whose derivative the second order needs and that declares none: the
+        # message starts with its name. A linear op's derivatives are the op itself: never refused.
+        culprit = refusal.split(" ", 1)[0]
+        assert culprit in _DECLARED and _lacks_a_derivative(culprit), f"{name}: {refusal}"
+        assert not _DECLARED[case.name].linear, f"{name} of a linear op refused: {refusal}"

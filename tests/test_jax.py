@@ -1,4 +1,4 @@
-"""JAX: jit, vmap (a batching rule), grad (custom VJP), and XLA's stream."""
+"""JAX: jit, vmap (a batching rule), grad (the declared vjp), and XLA's stream."""
 
 from __future__ import annotations
 

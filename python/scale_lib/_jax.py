@@ -16,6 +16,10 @@ Ops that need scratch memory use jax-tvm-ffi's workspace: one more XLA output th
 receives as its allocator. Ops whose output size depends on the data cannot be XLA targets (XLA
 shapes are static); they run eagerly on concrete arrays only.
 
+Eager calls on the CPU do not need XLA and do not take it: ``_jax_eager`` calls the library
+directly, so that a new value of a scalar attribute compiles nothing. Every op's derivatives
+(forward mode from its declared jvp, reverse mode from its declared vjp) are ``_jax_autodiff``'s.
+
 The last section gives every XLA call the partitioning rule of its declared ``sharding`` kind,
 so that ``jax.jit`` over sharded arrays keeps them sharded, and its batching rule (``jax.vmap``).
 """
@@ -29,6 +33,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ._adapter import Adapter
+from ._jax_autodiff import differentiable
+from ._jax_eager import call_directly
 from ._lib import WITH_CUDA, version_key
 from ._op import Op, sharding_of
 from ._spec import Input
@@ -164,12 +170,16 @@ class JaxAdapter(Adapter):
                 raise TypeError(
                     f"{spec.name} must be a JAX array like {op.input_names[0]}; got {type(t).__name__}"
                 )
+        if not op.spec.output.allocated_by_library:
+            self.register_targets()
+            result = call_directly(op, inputs, attrs)  # eager CPU calls: see _jax_eager
+            if result is not None:
+                return result
         op.check_abstract(inputs)
         _check_platform(op, inputs[0])
         if op.spec.output.allocated_by_library:
             return _call_eagerly(op, inputs, attrs)
-        self.register_targets()
-        return _compiled(op)(*inputs, _StaticAttrs(attrs))
+        return _compiled(op, _StaticAttrs(attrs))(*inputs)
 
     def adopt(self, result: Any) -> Any:
         return sys.modules["jax"].numpy.from_dlpack(result)
@@ -334,62 +344,33 @@ class _StaticAttrs(tuple):  # type: ignore[type-arg]
         return hash(self._key())
 
 
-@functools.cache
-def _compiled(op: Op) -> Callable[..., Any]:
-    """:func:`_differentiable` under ``jax.jit``, the attributes static: an eager call then runs
-    a compiled program from JAX's cache (one per attribute values) instead of tracing the op
-    again, which took about 1 ms a call. Inside a traced function it is inlined as before."""
+# Eager calls that XLA runs (GPU arrays, arrays over several devices) compile one program per
+# op and attribute values: the most recently used are kept, and the programs of the others freed.
+_COMPILED_KEPT = 64
+
+
+@functools.lru_cache(maxsize=_COMPILED_KEPT)
+def _compiled(op: Op, attrs: _StaticAttrs) -> Callable[..., Any]:
+    """:func:`_differentiable` with ``attrs`` under ``jax.jit``: an eager call then runs a
+    compiled program instead of tracing the op again, which took about 1 ms a call. Inside a
+    traced function it is inlined. One jitted function per attribute values, so that dropping it
+    from this cache frees its programs (one ``jax.jit`` with static attributes would keep them
+    all)."""
     import jax
 
-    return jax.jit(_differentiable(op), static_argnums=(op.n_inputs,))
+    f = _differentiable(op)
+    return jax.jit(lambda *inputs: f(*inputs, attrs))
 
 
 @functools.cache
 def _differentiable(op: Op) -> Callable[..., Any]:
-    """``op`` as a JAX function of ``(*inputs, attrs)``, with a custom VJP where it has one.
-
-    The XLA call itself has no derivative rule (custom_partitioning has none), so anything that
-    differentiates the forward computation of the VJP again (``jax.grad`` of ``jax.grad``,
-    ``jax.hessian``) would fail deep inside JAX: ``_once_differentiable`` makes that a TypeError
-    naming the op."""
+    """``op`` as a JAX function of ``(*inputs, attrs)`` with its derivatives (``_jax_autodiff``)."""
     n = op.n_inputs
-    import jax
 
     def primal(*args: Any) -> Any:
         return _ffi_call(op, args[:n], args[n])
 
-    if op.spec.vjp is None:
-        return primal
-    forward_value = _once_differentiable(op, primal, n)
-    f = jax.custom_vjp(primal, nondiff_argnums=(n,))
-
-    def forward(*args: Any) -> tuple[Any, tuple[Any, ...]]:
-        out = forward_value(*args)
-        return out, (args[:n], out)
-
-    def backward(attrs: tuple[Any, ...], residuals: tuple[Any, ...], grad: Any) -> tuple[Any, ...]:
-        inputs, out = residuals
-        return op.vjp(grad, out, inputs, attrs)
-
-    f.defvjp(forward, backward)
-    return f
-
-
-def _once_differentiable(op: Op, primal: Callable[..., Any], n: int) -> Callable[..., Any]:
-    """``primal`` with a JVP rule that raises a TypeError saying what is supported."""
-    import jax
-
-    guarded = jax.custom_jvp(primal, nondiff_argnums=(n,))
-
-    def refuse(attrs: tuple[Any, ...], primals: tuple[Any, ...], tangents: tuple[Any, ...]) -> Any:
-        raise TypeError(
-            f"{op.name} is differentiable once under JAX (jax.grad, jax.vjp, jax.value_and_grad); "
-            "its second and higher derivatives (jax.grad of jax.grad, jax.hessian, jax.jacfwd of "
-            "a gradient) are not supported"
-        )
-
-    guarded.defjvp(refuse)
-    return guarded
+    return differentiable(op, primal)
 
 
 # =============================================================================================
@@ -434,7 +415,12 @@ def _check_partitionable(op: Op) -> None:
         )
 
 
-@functools.lru_cache(maxsize=1024)
+# The traced pieces per op and attribute values: bounded like the eager programs, so that calls
+# with ever new attribute values keep memory bounded (evicted ones are traced again if used).
+_TRACED_KEPT = 4 * _COMPILED_KEPT
+
+
+@functools.lru_cache(maxsize=_TRACED_KEPT)
 def _partitioned(op: Op, attrs: tuple[Any, ...]) -> Callable[..., Any]:
     """``op`` with ``attrs`` as a jitted JAX function of its input arrays that carries its
     partitioning rule and its batching rule."""
@@ -447,7 +433,7 @@ def _vmap_method(op: Op) -> str:
     return "broadcast_all" if op.workspace_bytes is not None else op.spec.jax.vmap_method
 
 
-@functools.lru_cache(maxsize=1024)
+@functools.lru_cache(maxsize=_TRACED_KEPT)
 def _batchable(op: Op, attrs: tuple[Any, ...], batch_ndim: int) -> Callable[..., Any]:
     """The op on inputs with ``batch_ndim`` leading vmap dimensions; ``jax.vmap`` of it adds
     one more. Under ``"expand_dims"`` an unbatched per-feature input (a weight) gets a batch
