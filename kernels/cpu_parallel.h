@@ -7,11 +7,13 @@
 // uses the pool at a time; a call made while another holds it (from another Python thread) runs on
 // its own thread instead of waiting. In a process forked from one that started the pool, the pool
 // is started afresh (the child has none of the parent's threads). Calls come from Python with the
-// GIL released. Every task runs in the library's floating-point mode (float_env.h), and an
-// exception thrown by a task (std::bad_alloc, say) is caught on its thread and rethrown to the
-// caller once every task of the call has ended: none escapes a pool thread, and a failed call
-// leaves the pool as usable as before. SCALE_LIB_NUM_THREADS caps the thread count (at most 1024;
-// default: the hardware's, at most 16: memory-bound kernels gain little beyond that).
+// GIL released. Every task runs in the library's floating-point environment (float_env.h: round
+// to nearest, subnormals honoured), whatever the environment of the caller or of the thread that
+// started the pool, and an exception thrown by a task (std::bad_alloc, say) is caught on its
+// thread and rethrown to the caller once every task of the call has ended: none escapes a pool
+// thread, and a failed call leaves the pool as usable as before. SCALE_LIB_NUM_THREADS caps the
+// thread count (at most 1024; default: the hardware's, at most 16: memory-bound kernels gain
+// little beyond that).
 #ifndef SCALE_LIB_KERNELS_CPU_PARALLEL_H_
 #define SCALE_LIB_KERNELS_CPU_PARALLEL_H_
 
@@ -149,6 +151,11 @@ class WorkerPool {
   }
 
   void Work() {
+    // A thread starts in the environment of the thread that started it (a caller's rounding
+    // direction, say): the worker's own is the library's for good, so the guard of each task
+    // (ParallelFor) finds nothing to change. That guard still runs: it is what makes a task's
+    // environment the library's, whatever happened on the thread before.
+    const IeeeSubnormals ieee;
     uint64_t seen = 0;
     for (;;) {
       seen = WaitForRegion(seen);
@@ -198,7 +205,7 @@ inline WorkerPool& Pool() {
 
 // Calls body(begin, end) on disjoint ranges covering [0, n), each range a multiple of `align`
 // items (but the last), on up to MaxThreads() threads with at least `min_per_thread` items each,
-// every one in the library's floating-point mode. If `body` throws, the first exception is
+// every one in the library's floating-point environment. If `body` throws, the first exception is
 // rethrown here after every range has ended (the others may or may not have run).
 template <typename Body>
 void ParallelFor(int64_t n, int64_t min_per_thread, int64_t align, const Body& body) {

@@ -1,17 +1,23 @@
-"""The CPU kernels compute in one floating-point mode, whatever the caller's: subnormal numbers are
-honoured (no flush-to-zero, no denormals-are-zero) on the calling thread and on every pool thread.
+"""The CPU kernels compute in one floating-point environment, whatever the caller's: IEEE's
+default, round to nearest-even with subnormal numbers honoured (no flush-to-zero, no
+denormals-are-zero) and no traps, on the calling thread and on every pool thread.
 
 So the same input gives the same bits from an IEEE caller, from a caller that turned
 flush-to-zero on (``torch.set_flush_denormal(True)``) before or after the library's thread pool
-started, from JAX (whose CPU threads flush), and with one thread or several. Every op with a CPU
-kernel is checked (``declared_cases``), on inputs of subnormal values large enough to be split
-across the pool. Each configuration runs in a subprocess: the mode and the pool are per process.
+started, from JAX (whose CPU threads flush), and with one thread or several; and from a caller
+in any rounding direction (``fesetround``), also when the pool was started in one, or with
+floating-point traps enabled (``feenableexcept``), whose own environment is as it was after each
+call. Every op with a CPU kernel is checked (``declared_cases``), on inputs large enough to be
+split across the pool. Each configuration runs in a subprocess: the environment and the pool are
+per process.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
+import platform
 import subprocess
 import sys
 import textwrap
@@ -20,7 +26,10 @@ from pathlib import Path
 import pytest
 from cases import declared_cases
 
-pytest.importorskip("torch", reason="torch.set_flush_denormal switches the caller's mode")
+needs_torch = pytest.mark.skipif(
+    importlib.util.find_spec("torch") is None,
+    reason="torch.set_flush_denormal switches the caller's mode",
+)
 
 TESTS = Path(__file__).resolve().parent
 CASES = [c.name for c in declared_cases("cpu")]
@@ -36,7 +45,9 @@ _CHILD = textwrap.dedent(
     from cases import declared_cases
 
     mode = sys.argv[2]
-    SHAPE = (64, 4096)  # 2**18 elements: split across the pool's threads
+    # 2**19 elements: enough for every op to use 2 threads (a reduction splits 2**16-element
+    # blocks, at least 4 a thread; elementwise and row-wise ops 2**15 elements a thread).
+    SHAPE = (128, 4096)
 
     def inputs(case, dtype):
         rng = np.random.default_rng(0)
@@ -117,6 +128,7 @@ def ieee_one_thread() -> dict:
     return result
 
 
+@needs_torch
 @pytest.mark.parametrize("threads", [1, 4])
 @pytest.mark.parametrize("mode", ["ieee", "ftz-before", "ftz-after"])
 def test_same_bits_whatever_the_callers_mode_and_thread_count(
@@ -129,8 +141,163 @@ def test_same_bits_whatever_the_callers_mode_and_thread_count(
         )
 
 
+@needs_torch
 def test_same_bits_inside_jax_cpu_threads(ieee_one_thread: dict) -> None:
     pytest.importorskip("jax_tvm_ffi")
     result = _run("jax", 4)
     for key, (digests, _) in result.items():
         assert digests == ieee_one_thread[key][0], f"{key}: JAX's CPU threads changed the result"
+
+
+# <fenv.h>'s constants, which differ by architecture: the rounding directions and the exceptions
+# that trap (an overflow, an invalid operation, a division by zero).
+_FENV = {
+    "x86_64": ({"nearest": 0, "downward": 0x400, "upward": 0x800, "towardzero": 0xC00}, 0x1 | 0x4 | 0x8),
+    "aarch64": ({"nearest": 0, "upward": 0x400000, "downward": 0x800000, "towardzero": 0xC00000}, 0x7),
+}
+_ARCH = {"amd64": "x86_64", "arm64": "aarch64"}.get(platform.machine().lower(), platform.machine().lower())
+DIRECTIONS = ["upward", "downward", "towardzero"]
+
+# Every op and dtype, called in the caller's environment `env`: the sha256 of each result, and
+# whether the caller's environment was as before after every call. `order` is the sequence of
+# environments, the first of which starts the pool; "traps" is round-to-nearest with overflow,
+# invalid-operation and division-by-zero traps on (the inputs overflow: a kernel that ran with
+# them would kill the process).
+_ROUNDING_CHILD = textwrap.dedent(
+    """
+    import ctypes, ctypes.util, hashlib, json, sys
+    import ml_dtypes, numpy as np
+    sys.path.insert(0, sys.argv[1])
+    from backends import numpy_dtype
+    from cases import declared_cases
+
+    ROUNDING, TRAPS = json.loads(sys.argv[2])
+    order = sys.argv[3].split(",")
+    libm = ctypes.CDLL(ctypes.util.find_library("m"))
+    # 2**19 elements: enough for every op to use 2 threads (a reduction splits 2**16-element
+    # blocks, at least 4 a thread; elementwise and row-wise ops 2**15 elements a thread).
+    SHAPE = (128, 4096)
+
+    def inputs(case, dtype):
+        rng = np.random.default_rng(0)
+        np_dtype = numpy_dtype(dtype)
+        arrays = []
+        for i, s in enumerate(case.shapes(SHAPE).values()):
+            values = rng.standard_normal(s)
+            if i == 0:
+                # Near the largest finite value, in x's odd rows (every thread's share has some;
+                # the even rows keep row-wise results finite): what overflows to inf when
+                # rounding to nearest is the largest finite value in another direction, so that
+                # scaling by 2 (exact otherwise) depends on the direction too.
+                big = values.reshape(-1, s[-1])[1::2, ::97]
+                big[...] = 0.75 * float(ml_dtypes.finfo(np_dtype).max) * np.sign(big)
+            arrays.append(values.astype(np_dtype))
+        return arrays
+
+    def digest(result):
+        return hashlib.sha256(np.ascontiguousarray(np.asarray(result)).tobytes()).hexdigest()
+
+    # The caller's environment as its own float32 arithmetic sees it: 1/3, -1/3 and 2/3 round
+    # apart in every direction from round-to-nearest.
+    PROBE = np.array([1.0, -1.0, 2.0], np.float32)
+
+    def probe():
+        return (PROBE / np.float32(3.0)).tobytes().hex()
+
+    # Made before any change of the environment: NumPy's own arithmetic follows it.
+    INPUTS = [
+        (case, dtype, inputs(case, dtype))
+        for case in declared_cases("cpu")
+        for dtype in ("float32", "bfloat16", "float64")
+    ]
+
+    def enter(env):
+        if env == "traps":
+            libm.fesetround(ROUNDING["nearest"])
+            # feenableexcept is glibc's; it returns -1 where the CPU cannot trap (most ARM).
+            if not hasattr(libm, "feenableexcept") or libm.feenableexcept(TRAPS) == -1:
+                print(json.dumps("unsupported"))
+                sys.exit(0)
+        else:
+            libm.fesetround(ROUNDING[env])
+
+    def leave(env):
+        if env == "traps":
+            libm.fedisableexcept(TRAPS)
+        libm.fesetround(ROUNDING["nearest"])
+
+    out = {"probes": {}}
+    for env in order:
+        enter(env)
+        before = (libm.fegetround(), probe(), env == "traps" and libm.fegetexcept())
+        digests, restored = {}, True
+        for case, dtype, arrays in INPUTS:
+            digests[f"{case.name}:{dtype}"] = digest(case.call(*arrays))
+            restored &= (libm.fegetround(), probe(), env == "traps" and libm.fegetexcept()) == before
+        leave(env)
+        out[env] = [digests, restored]
+        out["probes"][env] = before[1]
+    print(json.dumps(out))
+    """
+)
+
+
+def _run_rounding(order: list[str]) -> dict:
+    if _ARCH not in _FENV:
+        pytest.skip(f"no <fenv.h> constants here for {platform.machine()}")
+    env = {**os.environ, "SCALE_LIB_NUM_THREADS": "2"}
+    child = subprocess.run(
+        [sys.executable, "-c", _ROUNDING_CHILD, str(TESTS), json.dumps(_FENV[_ARCH]), ",".join(order)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert child.returncode == 0, child.stderr[-3000:]
+    result = json.loads(child.stdout.strip().splitlines()[-1])
+    if result == "unsupported":
+        pytest.skip("this CPU or C library cannot trap floating-point exceptions")
+    return result
+
+
+@pytest.fixture(scope="module")
+def in_every_direction() -> dict:
+    """The pool started by a round-to-nearest call, then every rounding direction in turn."""
+    result = _run_rounding(["nearest", *DIRECTIONS])
+    assert set(result["nearest"][0]) == {
+        f"{n}:{d}" for n in CASES for d in ("float32", "bfloat16", "float64")
+    }
+    # The caller's own arithmetic did round in each direction around the calls.
+    probes = result["probes"]
+    assert all(probes[d] != probes["nearest"] for d in DIRECTIONS), probes
+    return result
+
+
+@pytest.mark.parametrize("direction", DIRECTIONS)
+def test_same_bits_in_every_rounding_direction(in_every_direction: dict, direction: str) -> None:
+    digests, restored = in_every_direction[direction]
+    nearest, _ = in_every_direction["nearest"]
+    changed = [key for key in nearest if digests[key] != nearest[key]]
+    assert not changed, f"rounding {direction} in the caller changed the results of {changed}"
+    assert restored, f"the caller's rounding {direction} was not restored after a call"
+
+
+def test_same_bits_after_the_pool_started_rounding_upward(in_every_direction: dict) -> None:
+    # The pool's threads start in the environment of the thread that starts them: here, one
+    # rounding upward. Neither that call nor the round-to-nearest calls after it may round so.
+    result = _run_rounding(["upward", "nearest"])
+    nearest, _ = in_every_direction["nearest"]
+    for env in ("upward", "nearest"):
+        digests, restored = result[env]
+        changed = [key for key in nearest if digests[key] != nearest[key]]
+        assert not changed, f"a pool started rounding upward changed {changed} ({env} caller)"
+        assert restored, f"the caller's environment ({env}) was not restored after a call"
+
+
+def test_same_bits_with_traps_enabled(in_every_direction: dict) -> None:
+    # Overflowing inputs with the overflow trap on: inf, as IEEE says, and no signal.
+    digests, restored = _run_rounding(["traps"])["traps"]
+    nearest, _ = in_every_direction["nearest"]
+    changed = [key for key in nearest if digests[key] != nearest[key]]
+    assert not changed, f"the caller's enabled traps changed the results of {changed}"
+    assert restored, "the caller's traps were not enabled again after a call"
