@@ -422,3 +422,29 @@ def test_triton_build_requirement_follows_the_triton_kernels() -> None:
     off, on = toggle(text, needed=False), toggle(text, needed=True)
     assert requires(off) == [] and any(r.startswith("triton") for r in requires(on))
     assert toggle(off, needed=True) == on and toggle(on, needed=False) == off
+
+
+# -- the transformations table: every row held by a test ----------------------------------------
+TRANSFORMATIONS = re.compile(r"<!-- transformations:begin -->(.*?)<!-- transformations:end -->", re.S)
+TEST_ID = re.compile(r"`(tests/[\w/]+\.py)::(\w+)`")
+
+
+def test_every_transformation_row_names_a_test_that_exists() -> None:
+    page = ROOT / "docs" / "guarantees.md"
+    table = TRANSFORMATIONS.search(page.read_text())
+    assert table is not None, "docs/guarantees.md has no transformations table"
+    rows = [line for line in table.group(1).splitlines() if line.startswith("|") and "---" not in line][1:]
+    assert rows, "the transformations table has no rows"
+    problems = []
+    for row in rows:
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        status, named = cells[-2], TEST_ID.search(cells[-1])
+        if not (status.startswith(("works", "`TypeError`")) or "TypeError" in status):
+            problems.append(f"row without a status of works/TypeError: {row}")
+        if named is None:
+            problems.append(f"row naming no test: {row}")
+            continue
+        path, name = ROOT / named.group(1), named.group(2)
+        if not path.is_file() or not re.search(rf"^def {name}\(", path.read_text(), re.M):
+            problems.append(f"row naming a test that does not exist: {named.group(0)}")
+    assert not problems, "\n".join(problems)
