@@ -9,7 +9,8 @@
   docs              the Sphinx site, warnings as errors (docs/_build/html)
   build             wheel + sdist into dist/: the wheel built against an old glibc (tools/sysroot.py),
                     retagged to the manylinux tag auditwheel computes, load-tested on that glibc
-                    (tools/manylinux.py), checked (tag, contents)
+                    (tools/manylinux.py), checked (tag, contents, no build machine paths)
+  reproducible      that release build from two directories: the wheels must be identical
   build_cuda12      the release wheel: CUDA 12.4 from tools/cuda_toolchain.py, every default
                     architecture, built, retagged and load-tested as `build` does, into
                     dist-cu12/, checked (runtime, SASS + PTX per arch, size)
@@ -249,7 +250,8 @@ def _release_env(session: nox.Session) -> dict[str, str]:
     found = dict(
         line.split("=", 1) for line in str(printed).splitlines() if line.startswith("CMAKE_TOOLCHAIN_FILE=")
     )
-    return {"CMAKE_TOOLCHAIN_FILE": found["CMAKE_TOOLCHAIN_FILE"]}
+    # No line information in the device code: it would name this machine's paths (CMakeLists.txt).
+    return {"CMAKE_TOOLCHAIN_FILE": found["CMAKE_TOOLCHAIN_FILE"], "SCALE_LIB_LINEINFO": "OFF"}
 
 
 def _manylinux(session: nox.Session, dist: Path) -> list[str]:
@@ -270,7 +272,54 @@ def build(session: nox.Session) -> None:
     session.run("python", "-m", "build", "--outdir", str(dist), env=_release_env(session))
     wheels = _manylinux(session, dist)
     session.run("twine", "check", "--strict", *map(str, dist.glob("*")))
-    session.run("python", "tools/check_wheel.py", *wheels)
+    session.run("python", "tools/check_wheel.py", "--forbid-path", str(SYSROOT), *wheels)
+
+
+@nox.session(python=PYTHON)
+def reproducible(session: nox.Session) -> None:
+    """The release build is reproducible: the project's files copied into two directories of
+    different names and depths, each built into a wheel as `build` builds it (CPU-only; `--
+    cuda` builds the CUDA 12.4 wheel for CI's subset of architectures instead), must hold the
+    same files, byte for byte (tools/compare_wheels.py says where they differ otherwise)."""
+    cuda = "cuda" in session.posargs
+    session.install("build")
+    env = {**_release_env(session), **CPU_ONLY, "SCALE_LIB_TRITON": "OFF"}
+    define = []
+    if cuda:
+        printed = session.run(
+            "python", "tools/cuda_toolchain.py", CUDA_RELEASE, "--dest", str(ROOT / ".cuda" / CUDA_RELEASE),
+            silent=True,
+        )  # fmt: skip
+        toolchain = dict(line.split("=", 1) for line in str(printed).splitlines() if line.startswith("CUDA"))
+        env = {**_release_env(session), "SCALE_LIB_CUDA": "ON", **toolchain}
+        define = [f"-Ccmake.define.CMAKE_CUDA_ARCHITECTURES={CUDA_CI_ARCHITECTURES}"]
+    # Archives too: the wheel's file times from the last commit, not the clock.
+    commit_time = subprocess.run(
+        ["git", "-C", str(ROOT), "log", "-1", "--format=%ct"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    listed = subprocess.run(
+        ["git", "-C", str(ROOT), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        capture_output=True,
+        check=True,
+    ).stdout.decode()
+    work = Path(session.create_tmp())
+    copies = [work / "a" / "scale_lib", work / "second-build" / "deeper" / "src"]
+    for copy in copies:
+        shutil.rmtree(copy, ignore_errors=True)
+        for name in filter(None, listed.split("\0")):
+            if (ROOT / name).is_file():
+                (copy / name).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(ROOT / name, copy / name)
+    wheels = []
+    for copy in copies:
+        with session.chdir(copy):
+            session.run(
+                "python", "-m", "build", "--wheel", "--outdir", "dist", *define,
+                env={**env, "SOURCE_DATE_EPOCH": commit_time},
+            )  # fmt: skip
+        (wheel,) = (copy / "dist").glob("*.whl")
+        wheels.append(str(wheel))
+    session.run("python", "tools/compare_wheels.py", *wheels)
 
 
 @nox.session(python=PYTHON)
@@ -333,7 +382,8 @@ def _build_cuda_wheel(session: nox.Session, cuda: str, outdir: str, architecture
     wheels = _manylinux(session, dist)
     session.run(
         "python", "tools/check_wheel.py", "--cuda", cuda, "--archs", architectures or "default",
-        "--cuobjdump", toolchain["CUOBJDUMP"], *wheels,
+        "--cuobjdump", toolchain["CUOBJDUMP"], "--forbid-path", toolchain["CUDAToolkit_ROOT"],
+        "--forbid-path", str(SYSROOT), *wheels,
     )  # fmt: skip
     # Installed, it imports, reports its CUDA runtime and runs on the CPU (no GPU needed).
     session.install(*wheels, "numpy")
