@@ -3,6 +3,8 @@
   demo              build + install, then call scale from every installed framework
   tests             build + install with every framework, run the test suite
   tests_numpy       ... with NumPy only (likewise tests_torch, tests_jax, tests_paddle)
+  tests_gpu         on a GPU machine: every framework's CUDA build (Paddle: CPU), the suite must
+                    run every installed framework's CUDA tests (pytest --require-gpu)
   tests_cpu_only    a CPU-only build (SCALE_LIB_CUDA=OFF), tested with NumPy
   sanitize          the CPU code built with AddressSanitizer + UBSan, tested with NumPy
   lint              pre-commit: ruff, ruff-format, clang-format, mypy, file hygiene
@@ -140,6 +142,43 @@ def tests(session: nox.Session) -> None:
     """Build and install scale_lib with every framework, then run the test suite."""
     _install_all(session)
     session.run("pytest", *session.posargs)
+
+
+# [tests_gpu.begin]
+# The GPU run's frameworks: the CUDA build of each that has one on PyPI. torch: PyPI's Linux wheel
+# is its CUDA build (TORCH_SPEC: another); JAX: its CUDA 13 plugin; CuPy: its CUDA 13 build.
+# PaddlePaddle: the CPU build, because Paddle 3's GPU build is not on PyPI (paddlepaddle-gpu
+# there is 2.6): Paddle's CUDA tests skip, the only ones allowed to (tests/backends.py).
+GPU_FRAMEWORKS = [TORCH, "jax[cuda13]", "cupy-cuda13x", "paddlepaddle"]
+# SCALE_LIB_GPU_FRAMEWORKS=installed: a GPU host without a package index. The session's
+# environment sees the frameworks installed in the Python that runs nox, and the session installs
+# nothing but the wheel (SCALE_LIB_WHEEL, or the newest under dist-cu12/, dist-cu13/, dist/).
+GPU_INSTALLED = os.environ.get("SCALE_LIB_GPU_FRAMEWORKS") == "installed"
+
+
+@nox.session(python=PYTHON, venv_params=["--system-site-packages"] if GPU_INSTALLED else [])
+def tests_gpu(session: nox.Session) -> None:
+    """The suite on a GPU machine with every framework's CUDA build (Paddle: CPU, see above);
+    pytest --require-gpu fails the run if an installed framework's CUDA tests would skip for
+    want of a GPU or of its CUDA build, or the library has no CUDA."""
+    if GPU_INSTALLED:
+        wheel = os.environ.get("SCALE_LIB_WHEEL") or max(
+            (str(w) for d in ("dist-cu12", "dist-cu13", "dist") for w in (ROOT / d).glob("*.whl")),
+            key=os.path.getmtime,
+            default="",
+        )
+        if not wheel:
+            session.error("SCALE_LIB_GPU_FRAMEWORKS=installed: no wheel (set SCALE_LIB_WHEEL or build one)")
+        session.install("--no-deps", "--no-index", "--force-reinstall", wheel)
+    else:
+        session.install("--upgrade", *GPU_FRAMEWORKS)
+        # The library built from these sources with CUDA (CUDAARCHS: the architectures).
+        session.install("--upgrade", ".[test,jax]", env={"SCALE_LIB_CUDA": "ON"})
+    _show_versions(session)
+    session.run("pytest", "--require-gpu", *session.posargs)
+
+
+# [tests_gpu.end]
 
 
 def _framework_session(framework: str) -> None:
