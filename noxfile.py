@@ -18,6 +18,7 @@
                     dist-cu12/, checked (runtime, SASS + PTX per arch, size)
   build_cuda12_ci   the same build for a subset of architectures (CI's compile check)
   build_cuda13      the same with CUDA 13.0 (whole toolchain from PyPI), into dist-cu13/
+  tests_release     the suite with NumPy against the release wheel build_cuda12 left in dist-cu12/
   tests_lowest      a CPU-only build tested with the lowest supported release of every
                     dependency (LOWEST below: apache-tvm-ffi, NumPy, PyTorch, JAX + jax-tvm-ffi,
                     PaddlePaddle); `tests` is the other end: the newest releases pip finds
@@ -448,6 +449,23 @@ def build_cuda13(session: nox.Session) -> None:
 
 
 # [build_cuda.end]
+
+
+@nox.session(python=PYTHON)
+def tests_release(session: nox.Session) -> None:
+    """The suite, with NumPy, against the release wheel `build_cuda12` left in dist-cu12/ (the
+    file that would be published, not a build from these sources)."""
+    wheels = sorted((ROOT / "dist-cu12").glob("*.whl"))
+    if len(wheels) != 1:
+        session.error(f"expected one wheel in dist-cu12/, found {len(wheels)}: run nox -s build_cuda12")
+    session.install("--force-reinstall", "--no-deps", str(wheels[0]))
+    session.install(f"{wheels[0]}[test]")
+    session.run(
+        "python",
+        "-c",
+        "import scale_lib, sys; print(scale_lib.__file__); sys.exit(not scale_lib.cuda_available())",
+    )
+    session.run("pytest", *(session.posargs or ["-q"]))
 
 
 @nox.session(python=PYTHON)
