@@ -11,6 +11,7 @@ For each wheel, in place (the linux_x86_64 wheel is replaced by the repaired one
    EXCLUDED below.
 2. `auditwheel repair --plat <that tag>` retags the wheel (nothing is grafted: EXCLUDED are
    excluded); `auditwheel show` on the result must compute the same tag its name carries.
+   With --expect, that tag must be the one given (the floor the docs declare).
 3. tools/load_test.cc, compiled with the old root's compiler (tools/sysroot.py), loads
    libtvm_ffi.so (from the apache-tvm-ffi installed with this interpreter) and the wheel's
    library under the old root's own dynamic loader, C and C++ runtimes alone, and calls the
@@ -101,8 +102,9 @@ def _library(wheel: Path, into: Path) -> Path:
         return Path(zf.extract(name, into))
 
 
-def repair(wheel: Path) -> tuple[Path, str]:
-    """Retag the wheel to the tag auditwheel computes; returns (the repaired wheel, the tag)."""
+def repair(wheel: Path, expect: str | None = None) -> tuple[Path, str]:
+    """Retag the wheel to the tag auditwheel computes; returns (the repaired wheel, the tag).
+    With `expect` (e.g. manylinux_2_31), the computed tag must be that one, for this machine."""
     found = show(wheel)
     outside = [lib for lib in found["external_libs"] if not any(fnmatch.fnmatch(lib, p) for p in EXCLUDED)]
     if outside:
@@ -112,6 +114,12 @@ def repair(wheel: Path) -> tuple[Path, str]:
         for line in newest_symbols(_library(wheel, Path(tmp))):
             print(f"  needs {line}")
     print(f"  auditwheel computes {tag}")
+    if expect and not tag.startswith(expect + "_"):
+        sys.exit(
+            f"manylinux: auditwheel computes {tag} for {wheel.name}, but the docs declare {expect}: "
+            "find the symbol above that moved it, or update the declared floor (noxfile.py: MANYLINUX, "
+            "README.md, docs/building.md)"
+        )
     with tempfile.TemporaryDirectory(dir=wheel.parent) as tmp:
         excludes = [arg for pattern in EXCLUDED for arg in ("--exclude", pattern)]
         done = _auditwheel("repair", "--plat", tag, *excludes, "-w", tmp, str(wheel))
@@ -159,11 +167,14 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     parser.add_argument("wheels", nargs="+", type=Path)
     parser.add_argument("--sysroot", type=Path, help=f"tools/sysroot.py's cache (default: .sysroot/{SUITE})")
+    parser.add_argument(
+        "--expect", help="the tag the wheel must get, without its architecture: manylinux_2_31"
+    )
     args = parser.parse_args(argv)
     sysroot = make_sysroot(args.sysroot or ROOT / ".sysroot" / SUITE)
     for wheel in args.wheels:
         print(f"{wheel.name}:")
-        repaired, _ = repair(wheel)
+        repaired, _ = repair(wheel, args.expect)
         load_test(repaired, sysroot)
     return 0
 
