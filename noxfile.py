@@ -179,7 +179,8 @@ def tests_gpu(session: nox.Session) -> None:
         # The library built from these sources with CUDA (CUDAARCHS: the architectures).
         session.install("--upgrade", ".[test,jax]", env={"SCALE_LIB_CUDA": "ON"})
     _show_versions(session)
-    session.run("pytest", "--require-gpu", *session.posargs)
+    # python -m: pytest may be the host Python's (SCALE_LIB_GPU_FRAMEWORKS=installed).
+    session.run("python", "-m", "pytest", "--require-gpu", *session.posargs)
 
 
 # [tests_gpu.end]
