@@ -295,7 +295,21 @@ def _release_env(session: nox.Session) -> dict[str, str]:
         line.split("=", 1) for line in str(printed).splitlines() if line.startswith("CMAKE_TOOLCHAIN_FILE=")
     )
     # No line information in the device code: it would name this machine's paths (CMakeLists.txt).
-    return {"CMAKE_TOOLCHAIN_FILE": found["CMAKE_TOOLCHAIN_FILE"], "SCALE_LIB_LINEINFO": "OFF"}
+    return {
+        "CMAKE_TOOLCHAIN_FILE": found["CMAKE_TOOLCHAIN_FILE"],
+        "SCALE_LIB_LINEINFO": "OFF",
+        **_archive_time(),
+    }
+
+
+def _archive_time() -> dict[str, str]:
+    """SOURCE_DATE_EPOCH, the last commit's time: the archives' (sdist, wheel, the retagged
+    wheel) file times come from it, not the clock, so that they are the same files wherever and
+    whenever they are built. None outside a git checkout (an unpacked sdist has no history)."""
+    commit_time = subprocess.run(
+        ["git", "-C", str(ROOT), "log", "-1", "--format=%ct"], capture_output=True, text=True
+    ).stdout.strip()
+    return {"SOURCE_DATE_EPOCH": commit_time} if commit_time else {}
 
 
 def _manylinux(session: nox.Session, dist: Path) -> list[str]:
@@ -304,7 +318,7 @@ def _manylinux(session: nox.Session, dist: Path) -> list[str]:
     session.install(*MANYLINUX_TOOLS, f"apache-tvm-ffi=={LOWEST['apache-tvm-ffi']}")
     session.run(
         "python", "tools/manylinux.py", "--sysroot", str(SYSROOT), "--expect", MANYLINUX,
-        *map(str, dist.glob("*.whl")),
+        *map(str, dist.glob("*.whl")), env=_archive_time(),
     )  # fmt: skip
     return [str(w) for w in dist.glob("*.whl")]
 
@@ -340,10 +354,6 @@ def reproducible(session: nox.Session) -> None:
         toolchain = dict(line.split("=", 1) for line in str(printed).splitlines() if line.startswith("CUDA"))
         env = {**_release_env(session), "SCALE_LIB_CUDA": "ON", **toolchain}
         define = [f"-Ccmake.define.CMAKE_CUDA_ARCHITECTURES={CUDA_CI_ARCHITECTURES}"]
-    # Archives too: the wheel's file times from the last commit, not the clock.
-    commit_time = subprocess.run(
-        ["git", "-C", str(ROOT), "log", "-1", "--format=%ct"], capture_output=True, text=True, check=True
-    ).stdout.strip()
     listed = subprocess.run(
         ["git", "-C", str(ROOT), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
         capture_output=True,
@@ -362,7 +372,7 @@ def reproducible(session: nox.Session) -> None:
         with session.chdir(copy):
             session.run(
                 "python", "-m", "build", "--wheel", "--outdir", "dist", *define,
-                env={**env, "SOURCE_DATE_EPOCH": commit_time},
+                env=env,
             )  # fmt: skip
         (wheel,) = (copy / "dist").glob("*.whl")
         wheels.append(str(wheel))
