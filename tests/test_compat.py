@@ -53,6 +53,18 @@ def test_supported_range_is_declared_once() -> None:
     assert _nox_pins()["apache-tvm-ffi"] == _lib.TVM_FFI_LOWEST
 
 
+def test_the_declared_glibc_floor_is_the_checked_one() -> None:
+    """The manylinux tag the release sessions require of auditwheel (noxfile.py: MANYLINUX,
+    enforced by tools/manylinux.py --expect) is the one the README and the build docs declare."""
+    tag = re.search(r'^MANYLINUX = "(manylinux_(\d+)_(\d+))"', (ROOT / "noxfile.py").read_text(), re.M)
+    assert tag, "noxfile.py defines MANYLINUX"
+    glibc = f"glibc {tag.group(2)}.{tag.group(3)}+"
+    row = next(line for line in (ROOT / "README.md").read_text().splitlines() if line.startswith("| CPUs |"))
+    assert tag.group(1) in row and glibc in row, row
+    building = (ROOT / "docs" / "building.md").read_text()
+    assert f"auditwheel computes {tag.group(1)}_x86_64" in building
+
+
 def test_framework_floors_are_the_tested_ones() -> None:
     """Every optional dependency's declared floor is the release `nox -s tests_lowest` installs."""
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())

@@ -18,6 +18,10 @@ each -real architecture (Triton's sm_90a-style code counts for its generation) a
 each -virtual one, and nothing else; this needs cuobjdump
 (--cuobjdump, $CUOBJDUMP, or on PATH; tools/cuda_toolchain.py fetches one). The wheel's size is
 printed and, with --max-mib, bounded.
+
+Reproducible builds: the library (and, with --cuda, every cubin and PTX it embeds, decompressed)
+must not name the source directory this script is in, any --forbid-path (the build directory,
+the toolchains), or a temporary directory of `python -m build` (build-env-*, build-via-sdist-*).
 """
 
 from __future__ import annotations
@@ -35,6 +39,8 @@ from email.parser import Parser
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+# The temporary directories of `python -m build`: its isolated environment, the unpacked sdist.
+BUILD_TEMPORARIES = re.compile(rb"/build-(?:env|via-sdist)-\w+")
 FATBIN_MAGIC = struct.pack("<I", 0xBA55ED50)
 
 
@@ -194,10 +200,21 @@ def _raw_cubins(library: bytes) -> list[bytes]:
     return found
 
 
-def check_device_code(library: bytes, cuobjdump: str, sass_driver: str, ptx_driver_max: str) -> list[str]:
+def build_paths(data: bytes, forbidden: list[str], where: str) -> list[str]:
+    """The build machine's paths that `data` names: any of `forbidden`, or a temporary
+    directory of `python -m build`."""
+    found = sorted({path for path in forbidden if path.encode() in data})
+    found += sorted({m.decode(errors="replace") for m in BUILD_TEMPORARIES.findall(data)})
+    return [f"{where} names {path} (a build machine's path: not reproducible)" for path in found]
+
+
+def check_device_code(
+    library: bytes, cuobjdump: str, sass_driver: str, ptx_driver_max: str, forbidden: list[str] | None = None
+) -> list[str]:
     """Every cubin and PTX embedded in the library (in any fatbin, or stored bare): what it
     needs of the driver. Machine code must load on `sass_driver` (the oldest driver the wheel
-    declares); PTX must not need a driver newer than `ptx_driver_max`."""
+    declares); PTX must not need a driver newer than `ptx_driver_max`. None may name a path in
+    `forbidden`."""
     problems = []
     needs: dict[str, set[str]] = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -212,6 +229,10 @@ def check_device_code(library: bytes, cuobjdump: str, sass_driver: str, ptx_driv
                 problems.append(f"cuobjdump cannot extract fatbin {index}: {extract.stderr.strip()}")
             listed = []
             for item in sorted(out.iterdir()):
+                if item.suffix in (".cubin", ".ptx"):
+                    problems += build_paths(
+                        item.read_bytes(), forbidden or [], f"fatbin {index}: {item.name}"
+                    )
                 if item.suffix == ".cubin":
                     elf = item.read_bytes()
                     arch, driver = cubin_driver(elf)
@@ -292,8 +313,10 @@ def check(
     cuobjdump: str | None = None,
     max_mib: float | None = None,
     min_driver: str | None = None,
+    forbidden: list[str] | None = None,
 ) -> list[str]:
     problems = []
+    forbidden = sorted({str(ROOT), *(forbidden or [])})
     match = re.fullmatch(r"(?P<dist>[A-Za-z0-9_]+)-(?P<version>[^-]+)-(?P<tags>.+)\.whl", wheel.name)
     if not match:
         return [f"{wheel.name}: not a wheel file name"]
@@ -334,6 +357,10 @@ def check(
                         )
             binary = library.read_bytes()
             library_mib = len(binary) / 2**20
+            named = build_paths(binary, forbidden, f"lib{package}.so")
+            checked = ", ".join([*forbidden, "build-env-*", "build-via-sdist-*"])
+            print(f"  build machine paths: {'FOUND' if named else 'none'} (looked for {checked})")
+            problems += named
             problems += check_undefined_cuda_symbols(library)
             problems += check_exported_symbols(library)
             if cuda:
@@ -342,7 +369,7 @@ def check(
                     problems.append("cannot read the device code: no cuobjdump (--cuobjdump or $CUOBJDUMP)")
                 else:
                     sass_driver = min_driver or f"{cuda.split('.')[0]}.0"
-                    problems += check_device_code(binary, cuobjdump, sass_driver, cuda)
+                    problems += check_device_code(binary, cuobjdump, sass_driver, cuda, forbidden)
             if archs:
                 if not cuobjdump:
                     problems.append("cannot check architectures: no cuobjdump (--cuobjdump or $CUOBJDUMP)")
@@ -370,6 +397,13 @@ def main(argv: list[str]) -> int:
         help="the oldest CUDA driver the wheel declares (default: CUDA <major>.0): all machine "
         "code must load on it; PTX may need up to the --cuda version",
     )
+    parser.add_argument(
+        "--forbid-path",
+        action="append",
+        default=[],
+        help="a directory of the build machine the library must not name (repeatable; this "
+        "source tree always)",
+    )
     args = parser.parse_args(argv)
     if not args.wheels:
         print(__doc__)
@@ -382,7 +416,9 @@ def main(argv: list[str]) -> int:
     problems = [
         f"{wheel.name}: {issue}"
         for wheel in args.wheels
-        for issue in check(wheel, args.cuda, archs, args.cuobjdump, args.max_mib, args.min_driver)
+        for issue in check(
+            wheel, args.cuda, archs, args.cuobjdump, args.max_mib, args.min_driver, args.forbid_path
+        )
     ]
     for problem in problems:
         print("  " + problem)

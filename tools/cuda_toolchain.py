@@ -128,47 +128,74 @@ def _debian_mirror(given: str | None) -> str:
     )
 
 
+def apt_download(
+    packages: list[tuple[str, str, str]], suite: str, component: str, dest: Path, mirror: str | None
+) -> list[Path]:
+    """Download Debian packages, each (name, version, SHA-256), of `suite` into dest/debs with
+    a private apt state (dest/apt: nothing of the machine's apt state is read or changed), each
+    checked against its digest. Packages already there with the right digest are kept."""
+    if not shutil.which("apt-get") or not shutil.which("dpkg"):
+        sys.exit("apt-get and dpkg are needed to fetch Debian packages (a Debian or Ubuntu machine)")
+    debs = dest / "debs"
+    debs.mkdir(parents=True, exist_ok=True)
+
+    def path(name: str, version: str) -> Path:
+        return debs / f"{name}_{version.replace(':', '%3a')}_amd64.deb"
+
+    def digest(deb: Path) -> str:
+        return hashlib.sha256(deb.read_bytes()).hexdigest()
+
+    wanted = [(n, v, h) for n, v, h in packages if not (path(n, v).exists() and digest(path(n, v)) == h)]
+    if wanted:
+        url = _debian_mirror(mirror)
+        apt = dest / "apt"
+        for sub in ("lists/partial", "archives/partial", "etc"):
+            (apt / sub).mkdir(parents=True, exist_ok=True)
+        source_list = apt / "etc" / "debian.sources"
+        source_list.write_text(
+            f"Types: deb\nURIs: {url}\nSuites: {suite}\nComponents: {component}\n"
+            "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg\n"
+        )
+        options = [
+            f"-oDir::Etc::SourceList={source_list}",
+            "-oDir::Etc::SourceParts=/nonexistent",
+            f"-oDir::State::Lists={apt / 'lists'}",
+            "-oDir::State::Status=/dev/null",  # versions from this suite, not the machine's
+            f"-oDir::Cache={apt}",
+            "-oAPT::Architecture=amd64",
+            "-oAcquire::Languages=none",
+            "-oDebug::NoLocking=1",
+        ]
+        if os.geteuid() == 0:  # apt's sandbox user could not write to a private directory
+            options.append("-oAPT::Sandbox::User=root")
+        _log(f"apt-get update ({url} {suite} {component})")
+        subprocess.run(["apt-get", *options, "-qq", "update"], check=True)
+        with tempfile.TemporaryDirectory(dir=dest) as tmp:
+            specs = [f"{name}={version}" for name, version, _ in wanted]
+            _log(f"apt-get download {' '.join(specs)}")
+            subprocess.run(["apt-get", *options, "-qq", "download", *specs], cwd=tmp, check=True)
+            for name, version, sha256 in wanted:
+                (deb,) = Path(tmp).glob(f"{name}_*.deb")
+                found = digest(deb)
+                if found != sha256:
+                    sys.exit(f"{deb.name} has SHA-256 {found}, expected {sha256}")
+                deb.rename(path(name, version))
+    return [path(name, version) for name, version, _ in packages]
+
+
 def _fetch_debian_package(spec: dict[str, str], dest: Path, mirror: str | None) -> Path:
     """The Debian package, downloaded with a private apt state and unpacked under dest."""
     name, version = spec["package"], spec["version"]
     root = dest / f"{name}_{version}"
     if (root / "usr" / "bin" / "nvcc").exists():
         return root
-    if not shutil.which("apt-get") or not shutil.which("dpkg"):
-        sys.exit("cuda_toolchain: the CUDA 12 compiler is a Debian package: apt-get and dpkg are needed")
-    url = _debian_mirror(mirror)
-    apt = dest / "apt"
-    for sub in ("lists/partial", "archives/partial", "etc"):
-        (apt / sub).mkdir(parents=True, exist_ok=True)
-    source_list = apt / "etc" / "debian.sources"
-    source_list.write_text(
-        f"Types: deb\nURIs: {url}\nSuites: {spec['suite']}\nComponents: {spec['component']}\n"
-        "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg\n"
-    )
-    options = [
-        f"-oDir::Etc::SourceList={source_list}",
-        "-oDir::Etc::SourceParts=/nonexistent",
-        f"-oDir::State::Lists={apt / 'lists'}",
-        f"-oDir::Cache={apt}",
-        "-oAPT::Architecture=amd64",
-        "-oAcquire::Languages=none",
-        "-oDebug::NoLocking=1",
-    ]
-    if os.geteuid() == 0:  # apt's sandbox user could not write to a private directory
-        options.append("-oAPT::Sandbox::User=root")
-    _log(f"apt-get update ({url} {spec['suite']} {spec['component']})")
-    subprocess.run(["apt-get", *options, "-qq", "update"], check=True)
+    (deb,) = apt_download([(name, version, spec["sha256"])], spec["suite"], spec["component"], dest, mirror)
     with tempfile.TemporaryDirectory(dir=dest) as tmp:
-        _log(f"apt-get download {name}={version}")
-        subprocess.run(["apt-get", *options, "-qq", "download", f"{name}={version}"], cwd=tmp, check=True)
-        (deb,) = Path(tmp).glob("*.deb")
-        digest = hashlib.sha256(deb.read_bytes()).hexdigest()
-        if digest != spec["sha256"]:
-            sys.exit(f"cuda_toolchain: {deb.name} has SHA-256 {digest}, expected {spec['sha256']}")
         unpacked = Path(tmp) / "root"
         subprocess.run(["dpkg", "-x", str(deb), str(unpacked)], check=True)
         shutil.rmtree(root, ignore_errors=True)
         unpacked.rename(root)
+    deb.unlink()  # unpacked: the archive is not kept
     return root
 
 

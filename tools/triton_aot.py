@@ -233,6 +233,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--ptxas", required=True, help="the build toolkit's ptxas")
     parser.add_argument("--fatbinary", required=True, help="the build toolkit's fatbinary")
     parser.add_argument("--out-dir", required=True, type=Path)
+    parser.add_argument(
+        "--no-line-info", action="store_true", help="no source line information (it names absolute paths)"
+    )
     args = parser.parse_args(argv)
 
     real, virtual = parse_architectures(args.archs)
@@ -244,6 +247,8 @@ def main(argv: list[str]) -> int:
     os.environ["TRITON_PTXAS_PATH"] = args.ptxas
     os.environ["TRITON_PTXAS_BLACKWELL_PATH"] = args.ptxas
     os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
+    if args.no_line_info:
+        os.environ["TRITON_DISABLE_LINE_INFO"] = "1"
 
     specializations = load_source(args.source)
     entries: dict[str, dict[str, int]] = {}
