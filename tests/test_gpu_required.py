@@ -64,11 +64,14 @@ def test_the_option_fails_the_run_before_any_test() -> None:
     # The real run, where it must fail: one that would skip CUDA tests. Where nothing would skip
     # (a GPU machine with every CUDA build), it runs this test file alone instead.
     expected_failure = bool(probe_gpu_shortfalls())
+    # A run of its own: not an xdist worker's (pytest-benchmark, where installed, refuses to
+    # configure under one when warnings are errors).
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST", "PYTEST_CURRENT"))}
     child = subprocess.run(
-        [sys.executable, "-m", "pytest", "--require-gpu", "-q", "-p", "no:cacheprovider", __file__,
-         "-k", "not the_option"],
+        [sys.executable, "-m", "pytest", "--require-gpu", "-q", "-p", "no:cacheprovider",
+         "-p", "no:benchmark", __file__, "-k", "not the_option"],
         capture_output=True, text=True, cwd=Path(__file__).parent, timeout=600,
-        env={**os.environ, "SCALE_LIB_REQUIRE_GPU": ""},
+        env={**env, "SCALE_LIB_REQUIRE_GPU": ""},
     )  # fmt: skip
     if expected_failure:
         assert child.returncode == 4, child.stdout + child.stderr  # pytest's usage error
