@@ -22,6 +22,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cases import declared_cases
@@ -101,10 +102,12 @@ _CHILD = textwrap.dedent(
 )
 
 
-def _run(mode: str, threads: int) -> dict:
+def _child_result(code: str, args: list[str], threads: int, unsupported: str) -> Any:
+    """The JSON a child Python running ``code`` prints last, with ``threads`` pool threads;
+    a skip saying ``unsupported`` where it prints "unsupported"."""
     env = {**os.environ, "SCALE_LIB_NUM_THREADS": str(threads)}
     child = subprocess.run(
-        [sys.executable, "-c", _CHILD, str(TESTS), mode],
+        [sys.executable, "-c", code, str(TESTS), *args],
         capture_output=True,
         text=True,
         timeout=300,
@@ -113,8 +116,14 @@ def _run(mode: str, threads: int) -> dict:
     assert child.returncode == 0, child.stderr[-3000:]
     result = json.loads(child.stdout.strip().splitlines()[-1])
     if result == "unsupported":
-        pytest.skip("this CPU has no flush-to-zero mode for torch.set_flush_denormal")
+        pytest.skip(unsupported)
     return result
+
+
+def _run(mode: str, threads: int) -> dict:
+    return _child_result(
+        _CHILD, [mode], threads, "this CPU has no flush-to-zero mode for torch.set_flush_denormal"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -245,19 +254,12 @@ _ROUNDING_CHILD = textwrap.dedent(
 def _run_rounding(order: list[str]) -> dict:
     if _ARCH not in _FENV:
         pytest.skip(f"no <fenv.h> constants here for {platform.machine()}")
-    env = {**os.environ, "SCALE_LIB_NUM_THREADS": "2"}
-    child = subprocess.run(
-        [sys.executable, "-c", _ROUNDING_CHILD, str(TESTS), json.dumps(_FENV[_ARCH]), ",".join(order)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
+    return _child_result(
+        _ROUNDING_CHILD,
+        [json.dumps(_FENV[_ARCH]), ",".join(order)],
+        2,
+        "this CPU or C library cannot trap floating-point exceptions",
     )
-    assert child.returncode == 0, child.stderr[-3000:]
-    result = json.loads(child.stdout.strip().splitlines()[-1])
-    if result == "unsupported":
-        pytest.skip("this CPU or C library cannot trap floating-point exceptions")
-    return result
 
 
 @pytest.fixture(scope="module")
