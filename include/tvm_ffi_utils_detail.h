@@ -319,6 +319,24 @@ const ffi::TensorView* AsTensor(const T&) {
   TVM_FFI_UNREACHABLE();
 }
 
+// TensorView gives no other way to see a null strides pointer than its own internal check.
+inline bool HasStrides(const ffi::TensorView& t) {
+  if (t.ndim() == 0) return true;
+  try {
+    (void)t.strides();
+  } catch (const ffi::Error&) {
+    return false;
+  }
+  return true;
+}
+
+[[noreturn]] inline void ThrowNoStrides(const Abi& abi, int i) {
+  TVM_FFI_THROW(ValueError) << ArgName(abi, i)
+                            << " has no strides (a null strides pointer); pass a tensor whose "
+                               "strides are given, as every framework's DLPack export does";
+  TVM_FFI_UNREACHABLE();
+}
+
 [[noreturn]] inline void ThrowOverlap(const Abi& abi, int out, int in, bool in_place_allowed) {
   const std::string out_name = ArgName(abi, out);
   const std::string in_name = ArgName(abi, in);
@@ -338,6 +356,9 @@ inline void CheckTensorArgs(const Abi& abi, uint64_t in_place,
                             const ffi::TensorView* const* tensors, int n) {
   for (int i = 0; i < n; ++i) {
     const ffi::TensorView* t = tensors[i];
+    // DLPack allows a null strides pointer (a compact array); every check and kernel here reads
+    // strides, so a bare-ABI caller that passes none is refused before anything reads them.
+    if (t != nullptr && !HasStrides(*t)) ThrowNoStrides(abi, i);
     if (t != nullptr && t->data_ptr() == nullptr && t->numel() > 0) ThrowNoData(abi, i, *t);
   }
   const int outputs = CountNames(abi.outputs);

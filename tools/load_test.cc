@@ -152,10 +152,15 @@ int main(int argc, char** argv) {
   };
   int64_t short_n = 3;
   DLTensor short_out = Float32Vector(out.data(), &short_n);
+  DLTensor no_strides = Float32Vector(out.data(), &n);
+  no_strides.strides = nullptr;  // allowed by DLPack; refused by the library, never read
   const Expected cases[] = {
       {"scale(1, x, 2.0)", {IntArg(1), TensorArg(&x_tensor), FloatArg(2.0)}, "TypeError"},
       {"scale(out[:3], x, 2.0)",
        {TensorArg(&short_out), TensorArg(&x_tensor), FloatArg(2.0)},
+       "ValueError"},
+      {"scale(out without strides, x, 2.0)",
+       {TensorArg(&no_strides), TensorArg(&x_tensor), FloatArg(2.0)},
        "ValueError"},
   };
   for (const Expected& expected : cases) {
