@@ -240,18 +240,29 @@ def _footprint(layout: Layout) -> tuple[int, int, int, int]:
 
 
 def _footprints_intersect(a: tuple[int, int, int, int], b: tuple[int, int, int, int]) -> bool:
-    if a[3] == 0 or b[3] == 0:
+    """Whether a run of ``a`` and a run of ``b`` share a byte (the library's FootprintsIntersect:
+    arithmetic for equal steps, else a walk over both sorted lists of runs)."""
+    (a0, a_run, a_step, a_count), (b0, b_run, b_step, b_count) = a, b
+    if a_count == 0 or b_count == 0:
         return False
-    a_end = a[0] + (a[3] - 1) * a[2] + a[1]
-    b_end = b[0] + (b[3] - 1) * b[2] + b[1]
-    if a_end <= b[0] or b_end <= a[0]:
-        return False
-    # Rare (views of one buffer, at trace time): compare run by run.
-    return any(
-        ra < rb + b[1] and rb < ra + a[1]
-        for ra in (a[0] + i * a[2] for i in range(a[3]))
-        for rb in (b[0] + j * b[2] for j in range(b[3]))
-    )
+    if a0 + (a_count - 1) * a_step + a_run <= b0 or b0 + (b_count - 1) * b_step + b_run <= a0:
+        return False  # the spans are apart
+    if a_count == 1 and b_count == 1:
+        return True
+    if a_count > 1 and b_count > 1 and a_step == b_step:
+        d = b0 - a0
+        k = max((-b_run - d) // a_step + 1, -(a_count - 1))
+        return k <= b_count - 1 and d + k * a_step < a_run
+    i = j = 0
+    while i < a_count and j < b_count:
+        ai, bj = a0 + i * a_step, b0 + j * b_step
+        if ai + a_run <= bj:
+            i = a_count if a_count == 1 else max(i + 1, (bj - a0 - a_run) // a_step + 1)
+        elif bj + b_run <= ai:
+            j = b_count if b_count == 1 else max(j + 1, (ai - b0 - b_run) // b_step + 1)
+        else:
+            return True
+    return False
 
 
 def _unbound(*args: Any) -> Any:
