@@ -465,7 +465,7 @@ _UNIT = (
     r"|cores?|registers?|calls?|samples?|rounds?|packs?|blocks?|warps?)"
 )
 STATED = re.compile(
-    rf"(?<![\w.^/-])(?:{_RANGE}\s?{_UNIT}(?!\w)|>=\s?{_NUMBER}|{_NUMBER}\+(?![\w+])"
+    rf"(?<![\w.^/-])(?:{_RANGE}(?: ?\n? *| ){_UNIT}(?!\w)|>=\s?{_NUMBER}|{_NUMBER}\+(?![\w+])"
     rf"|{_NUMBER},? (?:or|and) (?:newer|later))"
 )
 SOURCE = re.compile(r"<!-- source: (?P<what>.+?) -->", re.DOTALL)
@@ -557,6 +557,7 @@ def test_number_check_sees_unsourced_numbers() -> None:
     assert len(bad) == 1 and "no/such/file.json" in bad[0]
     assert renderer["render"]("const kernels/cpu_parallel.h 2 * kMinItemsPerThread | n") == "65,536"
     assert renderer["render"]("const kernels/cpu_parallel.h kMinItemsPerThread * 4 | bytes") == "128 KiB"
+    assert "code" in renderer["stale"]("`>= <!-- render: python -->3.11<!-- /render -->`")[0][3]
     assert renderer["stale"]("a <!-- render: python -->2.7<!-- /render -->")[0][1:] == (
         "python",
         "2.7",

@@ -136,7 +136,8 @@ def _lookup(data: object, path: str) -> object:
         if name:
             data = data[int(name)] if isinstance(data, list) else data[name]  # type: ignore[index]
         if select:
-            wanted = dict(kv.split("=", 1) for kv in select.rstrip("]").split(","))
+            pairs = re.split(r",\s*(?=[\w.]+=)", select.rstrip("]"))  # a value may hold ", "
+            wanted = dict(kv.split("=", 1) for kv in pairs)
             found = [
                 item
                 for item in data  # type: ignore[union-attr]
@@ -241,10 +242,13 @@ def stale(text: str) -> list[tuple[int, str, str, str]]:
     """(line, spec, shown, rendered) of every span whose text is not what its source gives now."""
     out = []
     for m in SPAN.finditer(text):
+        line_before = text[text.rfind("\n", 0, m.start()) + 1 : m.start()]
         try:
             value = render(m.group("spec"))
         except (OSError, ValueError, KeyError, IndexError, SyntaxError) as error:
             value = f"<error: {error}>"
+        if line_before.count("`") % 2:  # Markdown shows a comment inside `code` as it is
+            value = "<error: the span is inside a `code` span; put it outside the backticks>"
         if value != m.group("body"):
             out.append((text.count("\n", 0, m.start()) + 1, m.group("spec"), m.group("body"), value))
     return out
