@@ -493,6 +493,8 @@ def _unsourced(text: str, renderer: dict) -> tuple[list[tuple[int, str]], list[s
     unsourced, bad = [], []
     for line, block in _blocks(text):
         marks = SOURCE.findall(block)
+        if re.search(r"^ {0,3}<!-- source:", block, re.MULTILINE):
+            bad.append(f"{line}: a source mark starts a line, which Markdown then reads as raw HTML")
         for what in marks:
             path = what.strip()
             if not (path.startswith(("https://", "past run: ")) or (ROOT / path.split("#")[0]).exists()):
@@ -558,6 +560,7 @@ def test_number_check_sees_unsourced_numbers() -> None:
     assert renderer["render"]("const kernels/cpu_parallel.h 2 * kMinItemsPerThread | n") == "65,536"
     assert renderer["render"]("const kernels/cpu_parallel.h kMinItemsPerThread * 4 | bytes") == "128 KiB"
     assert "code" in renderer["stale"]("`>= <!-- render: python -->3.11<!-- /render -->`")[0][3]
+    assert "raw HTML" in renderer["stale"]("a\n  <!-- render: python -->3.11<!-- /render --> b")[0][3]
     assert renderer["stale"]("a <!-- render: python -->2.7<!-- /render -->")[0][1:] == (
         "python",
         "2.7",

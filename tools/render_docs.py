@@ -249,6 +249,8 @@ def stale(text: str) -> list[tuple[int, str, str, str]]:
             value = f"<error: {error}>"
         if line_before.count("`") % 2:  # Markdown shows a comment inside `code` as it is
             value = "<error: the span is inside a `code` span; put it outside the backticks>"
+        elif not line_before.strip(" "):  # a line that starts with a comment is raw HTML
+            value = "<error: the span starts a line, which Markdown then reads as raw HTML>"
         if value != m.group("body"):
             out.append((text.count("\n", 0, m.start()) + 1, m.group("spec"), m.group("body"), value))
     return out
