@@ -169,8 +169,9 @@ def flow_generate(work: Path) -> None:
 
 
 # The library's own checks that need no build: every session its docs, .ci/run and workflows
-# name exists in its noxfile, every path they name exists, every region its docs include exists.
-STATIC_CHECKS = "session or path_named or literalinclude or workflow_parser"
+# name exists in its noxfile, every path they name exists, every region its docs include exists,
+# every number its docs state is rendered from its source or says where it comes from.
+STATIC_CHECKS = "session or path_named or literalinclude or workflow_parser or number or rendered"
 
 
 def flow_combinations(work: Path) -> None:
