@@ -23,9 +23,9 @@ passes its tests as generated. Its math until you change it:
     elementwise  out = (x + y + ...) * alpha * ...   (the shared elementwise launchers)
     rows         v = x + y + ...; out = v * alpha / sqrt(mean(v**2, last axis) + 1)
                  (the shared row-wise launchers: one block per row on CUDA)
-    scan         out = cumsum(x + y + ..., last axis) * alpha * ..., from the end of each row
+    scan         out = running sum(x + y + ..., last axis) * alpha * ..., from the end of each row
                  with reverse=True, a keyword the kind adds (the shared scan launchers:
-                 cub::BlockScan on CUDA, the CPU pool on the host; docs/scan.md)
+                 a scheme per shape on CUDA, the CPU pool on the host; docs/scan.md)
     custom       out = (x + y + ...) * alpha * ...   (written as plain kernels of its own)
 
 --lang triton (elementwise ops) writes the CUDA kernel in Triton instead (docs/triton.md):
@@ -156,7 +156,7 @@ class Spec:
         if self.kind == "rows":
             return f"v = {v}; out = {self.py_scaled('v')} / sqrt(mean(v**2, axis=-1) + 1)"
         if self.kind == "scan":
-            return f"out = {self.py_scaled(f'cumsum({v}, axis=-1)')}"
+            return f"out = {self.py_scaled(f'np.add.accumulate({v}, axis=-1)')}"
         return f"out = {self.py_scaled(v)}"
 
 
@@ -343,7 +343,7 @@ __global__ void {s.camel}Kernel({kernel_params}) {{
     if s.kind == "scan":
         launcher, size = "scan.cuh", rows_and_cols(s)
         launch = f"gpu::LaunchScan<T>({s.fn_init()}, rows, cols, {REVERSE}, stream, {s.data_ptrs()});"
-        shared = "the shared scan launcher (kernels/scan.cuh: cub::BlockScan)"
+        shared = "the shared scan launcher (kernels/scan.cuh: a scheme per shape)"
     elif s.kind == "rows":
         launcher, size = "rowwise.cuh", rows_and_cols(s)
         launch = f"gpu::LaunchRowwise<T>({s.fn_init()}, rows, cols, stream, {s.data_ptrs()});"
@@ -844,9 +844,9 @@ def test_file(s: Spec) -> str:
         body = (
             f"    v = {value}\n"
             f"    if {REVERSE}:  # the running sum from the end of each row\n"
-            "        prefix = np.flip(np.cumsum(np.flip(v, -1), axis=-1), -1)\n"
+            "        prefix = np.flip(np.add.accumulate(np.flip(v, -1), axis=-1), -1)\n"
             "    else:\n"
-            "        prefix = np.cumsum(v, axis=-1)\n"
+            "        prefix = np.add.accumulate(v, axis=-1)\n"
             f"    return {s.py_scaled('prefix')}\n"
         )
         shapes = "[(1,), (7,), (3, 5), (0, 4), (4, 0), (2, 3, 257), (3, 4097), (1000, 16)]"
