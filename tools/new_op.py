@@ -193,6 +193,9 @@ struct {s.camel}Fn {{
 // TODO(author): write {s.op}'s math here; the tests' reference is in tests/test_{s.op}.py.
 template <typename C>
 struct {s.camel}Fn {{
+  // How values combine along the row: ScanSum, or ScanProd, ScanMax, ScanMin, ScanLogAddExp
+  // (kernels/scan.h; the vjp and the tests' reference change with it: docs/scan.md).
+  using Op = ScanSum<C>;
 {members}  {s.macro}_HOST_DEVICE C Value({values}) const {{
     // The value of one element, from one value per input.
     return {s.cpp_value()};

@@ -64,7 +64,7 @@ def cumprod_vjp(grad: Any, p: Any, v: Any, scan: Callable[[Any, bool], Any], rev
 
 
 def logcumsumexp_vjp(grad: Any, p: Any, v: Any, scan: Callable[[Any, bool], Any], reverse: bool) -> Any:
-    """``p = log(cumsum(exp(v)))``: ``d p_i / d v_j = exp(v_j - p_i)`` for ``j <= i``, so the
+    """``p = log(running sum of exp(v))``: ``d p_i / d v_j = exp(v_j - p_i)`` for ``j <= i``, so the
     gradient of ``v_j`` is ``exp(v_j) * sum(grad_i * exp(-p_i), i >= j)``: a log-sum-exp scan the
     other way of ``log(grad) - p``, for the positive and the negative part of ``grad`` apart
     (``log(0) = -inf`` is the operator's identity, so the other part's elements drop out)."""
