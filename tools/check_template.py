@@ -12,10 +12,10 @@
      (sessions, paths and included regions its docs, .ci/run and workflows name) pass;
   2. in each of the three, as docs/adding_an_op.md and docs/scan.md say: add silu_mul, an
      elementwise op with the documented vjp (tools/new_op.py, then the user's edits), and
-     prefix_sum, a scan (--kind scan; docs/scan.md's code is what the scaffold wrote), add an op of
-     its own kernels (--kind custom), remove one op (tools/remove_op.py), commit; then the same
-     checks (the removed op dropped too), its tests now by its own `tests` session, with every
-     framework (PyTorch, JAX, Paddle);
+     prefix_sum and cumprod, scans (--kind scan, cumprod with --scan-op prod; docs/scan.md's code
+     is what the scaffold wrote), add an op of its own kernels (--kind custom), remove one op
+     (tools/remove_op.py), commit; then the same checks (the removed op dropped too), its tests
+     now by its own `tests` session, with every framework (PyTorch, JAX, Paddle);
   3. generate a library at an older template commit, edit a kernel and a shared file in it,
      update it to a newer template commit (tools/update_from_template.py): both the template's
      change and the library's own edits must be there, with no conflict, and its tests pass;
@@ -208,11 +208,12 @@ def flow_evolve(work: Path) -> None:
         if dest not in GENERATED:  # run on its own: a fresh library
             generate(name, dest, *(["--ops", ",".join(ops)] if ops else []))
         new_op = [PY, "tools/new_op.py"]
-        with step(f"{name}: add silu_mul (its vjp as documented), prefix_sum (a scan), clamp_add (custom)"):
+        with step(f"{name}: add silu_mul (its documented vjp), prefix_sum, cumprod (scans), clamp_add"):
             run(*new_op, "silu_mul", "--inputs", "x,y", cwd=dest)
             edited = _apply(dest, name, SILU_MUL_EDITS)
             run(*new_op, "prefix_sum", "--kind", "scan", cwd=dest)
             check_scan_page(dest, name)
+            run(*new_op, "cumprod", "--kind", "scan", "--scan-op", "prod", cwd=dest)
             run(
                 *new_op,
                 "clamp_add",
@@ -227,10 +228,10 @@ def flow_evolve(work: Path) -> None:
             print("   files the user edited: " + ", ".join(sorted(edited)))
         with step(f"  remove {removed} (tools/remove_op.py), commit"):
             run(PY, "tools/remove_op.py", removed, cwd=dest)
-            _commit(dest, f"silu_mul, prefix_sum; without {removed}")
+            _commit(dest, f"silu_mul, prefix_sum, cumprod; without {removed}")
             answers = (dest / ".copier-answers.yml").read_text()
             assert removed not in answers, answers
-            check_names(dest, ({"scale", *ops} - {removed}) | {"silu_mul", "prefix_sum"})
+            check_names(dest, ({"scale", *ops} - {removed}) | {"silu_mul", "prefix_sum", "cumprod"})
             left = run("git", "grep", "-n", "-w", removed, cwd=dest, check=False)
             assert not left.strip(), f"{name}: files still naming {removed}:\n{left}"
         with step("  its lint, docs and tests with every framework (PyTorch, JAX, Paddle)"):

@@ -5,10 +5,13 @@ own array functions (PyTorch, JAX, Paddle, NumPy, CuPy), O(n) in memory and diff
 For ``p = scan(v)`` along the last axis (from the end of each row with ``reverse``) and the
 gradient ``grad`` of ``p``, each returns the gradient of ``v``. ``scan(a, reverse)`` is the op's
 own scan with the same operator (a scaffolded op with its attributes at their neutral values).
+Second derivatives through them are right away from exact zeros of ``v`` (a product) and of
+``grad`` (a log-sum-exp), where they switch branch.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -67,11 +70,17 @@ def logcumsumexp_vjp(grad: Any, p: Any, v: Any, scan: Callable[[Any, bool], Any]
     """``p = log(running sum of exp(v))``: ``d p_i / d v_j = exp(v_j - p_i)`` for ``j <= i``, so the
     gradient of ``v_j`` is ``exp(v_j) * sum(grad_i * exp(-p_i), i >= j)``: a log-sum-exp scan the
     other way of ``log(grad) - p``, for the positive and the negative part of ``grad`` apart
-    (``log(0) = -inf`` is the operator's identity, so the other part's elements drop out)."""
+    (``-inf``, the operator's identity, where a part is 0, so that its elements drop out)."""
     xp = array_namespace(v)
-    nil = xp.zeros_like(v)
-    up = xp.exp(v + scan(xp.log(xp.maximum(grad, nil)) - p, not reverse))
-    down = xp.exp(v + scan(xp.log(xp.maximum(-grad, nil)) - p, not reverse))
+    one, nil, none = xp.ones_like(v), xp.zeros_like(v), xp.full_like(v, -math.inf)
+    # Where p is -inf every v so far is -inf, whose gradient is 0 whatever p stands for there.
+    finite_p = xp.where(p == none, nil, p)
+
+    def log_part(g: Any) -> Any:  # log(g) where g > 0, else -inf; no log(0) in the derivative
+        return xp.where(g > 0, xp.log(xp.where(g > 0, g, one)), none)
+
+    up = xp.exp(v + scan(log_part(grad) - finite_p, not reverse))
+    down = xp.exp(v + scan(log_part(-grad) - finite_p, not reverse))
     return up - down
 
 
