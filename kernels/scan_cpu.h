@@ -3,8 +3,9 @@
 //
 //   host::RunScan<T>(fn, rows, cols, reverse, out, x, y, ...);
 //
-// Each row is scanned in order by one thread, the running sum in the compute type; inputs of
-// more than about a hundred kilobytes are split across the CPU pool by rows.
+// Each row is scanned in order by one thread, the running combination (the function object's
+// operator, see kernels/scan.h) in the compute type, element after element from the operator's
+// identity; inputs of more than about a hundred kilobytes are split across the CPU pool by rows.
 #ifndef SCALE_LIB_KERNELS_SCAN_CPU_H_
 #define SCALE_LIB_KERNELS_SCAN_CPU_H_
 
@@ -25,13 +26,15 @@ void RunScan(const Fn& fn, int64_t rows, int64_t cols, bool reverse, T* out, con
                 "RunScan: every input has the output's storage type");
   using M = FloatMath<T>;
   using C = Compute<T>;
+  using Op = typename ScanOpOf<Fn, C>::type;
   if (rows == 0 || cols == 0) return;
   ParallelForRows(rows, cols, [&](int64_t begin, int64_t end) {
+    const Op op{};
     for (int64_t row = begin; row < end; ++row) {
-      C prefix = 0;
+      C prefix = Op::Identity();
       for (int64_t j = 0; j < cols; ++j) {
         const int64_t i = row * cols + (reverse ? cols - 1 - j : j);
-        prefix += fn.Value(M::Load(ins[i])...);
+        prefix = op(prefix, fn.Value(M::Load(ins[i])...));
         out[i] = M::Store(fn.Finish(prefix));
       }
     }

@@ -12,10 +12,10 @@
      (sessions, paths and included regions its docs, .ci/run and workflows name) pass;
   2. in each of the three, as docs/adding_an_op.md and docs/scan.md say: add silu_mul, an
      elementwise op with the documented vjp (tools/new_op.py, then the user's edits), and
-     cumsum, a scan (--kind scan; docs/scan.md's code is what the scaffold wrote), add an op of
-     its own kernels (--kind custom), remove one op (tools/remove_op.py), commit; then the same
-     checks (the removed op dropped too), its tests now by its own `tests` session, with every
-     framework (PyTorch, JAX, Paddle);
+     prefix_sum and cumprod, scans (--kind scan, cumprod with --scan-op prod; docs/scan.md's code
+     is what the scaffold wrote), add an op of its own kernels (--kind custom), remove one op
+     (tools/remove_op.py), commit; then the same checks (the removed op dropped too), its tests
+     now by its own `tests` session, with every framework (PyTorch, JAX, Paddle);
   3. generate a library at an older template commit, edit a kernel and a shared file in it,
      update it to a newer template commit (tools/update_from_template.py): both the template's
      change and the library's own edits must be there, with no conflict, and its tests pass;
@@ -149,9 +149,12 @@ def check_triton_build(dest: Path) -> None:
 
 
 def check_names(dest: Path, kept: set[str]) -> None:
-    """Nothing in the library names a template op it does not have."""
+    """Nothing in the library names a template op it does not have (another module's function of
+    the same name, such as NumPy's `np.cumsum` beside the `cumsum` example op, is not the op)."""
     for op in sorted(set(template_ops()) - kept):
-        left = run("git", "grep", "-n", "-w", op, cwd=dest, check=False)
+        found = run("git", "grep", "-n", "-w", op, cwd=dest, check=False)
+        own = re.compile(rf"(?<![.\w]){re.escape(op)}\b")
+        left = "\n".join(line for line in found.splitlines() if own.search(line.split(":", 2)[-1]))
         assert not left.strip(), f"{dest.name}: files still naming {op}, which it does not have:\n{left}"
 
 
@@ -210,11 +213,12 @@ def flow_evolve(work: Path) -> None:
         if dest not in GENERATED:  # run on its own: a fresh library
             generate(name, dest, *(["--ops", ",".join(ops)] if ops else []))
         new_op = [PY, "tools/new_op.py"]
-        with step(f"{name}: add silu_mul (its vjp as documented), cumsum (a scan), clamp_add (custom)"):
+        with step(f"{name}: add silu_mul (its documented vjp), prefix_sum, cumprod (scans), clamp_add"):
             run(*new_op, "silu_mul", "--inputs", "x,y", cwd=dest)
             edited = _apply(dest, name, SILU_MUL_EDITS)
-            run(*new_op, "cumsum", "--kind", "scan", cwd=dest)
+            run(*new_op, "prefix_sum", "--kind", "scan", cwd=dest)
             check_scan_page(dest, name)
+            run(*new_op, "cumprod", "--kind", "scan", "--scan-op", "prod", cwd=dest)
             run(
                 *new_op,
                 "clamp_add",
@@ -229,10 +233,10 @@ def flow_evolve(work: Path) -> None:
             print("   files the user edited: " + ", ".join(sorted(edited)))
         with step(f"  remove {removed} (tools/remove_op.py), commit"):
             run(PY, "tools/remove_op.py", removed, cwd=dest)
-            _commit(dest, f"silu_mul, cumsum; without {removed}")
+            _commit(dest, f"silu_mul, prefix_sum, cumprod; without {removed}")
             answers = (dest / ".copier-answers.yml").read_text()
             assert removed not in answers, answers
-            check_names(dest, ({"scale", *ops} - {removed}) | {"silu_mul", "cumsum"})
+            check_names(dest, ({"scale", *ops} - {removed}) | {"silu_mul", "prefix_sum", "cumprod"})
             left = run("git", "grep", "-n", "-w", removed, cwd=dest, check=False)
             assert not left.strip(), f"{name}: files still naming {removed}:\n{left}"
         with step("  its lint, docs and tests with every framework (PyTorch, JAX, Paddle)"):
@@ -240,11 +244,11 @@ def flow_evolve(work: Path) -> None:
 
 
 def check_scan_page(dest: Path, name: str) -> None:
-    """docs/scan.md shows what new_op.py cumsum --kind scan wrote: each of its blocks marked as
+    """docs/scan.md shows what new_op.py prefix_sum --kind scan wrote: each of its blocks marked as
     written by new_op.py is in the scaffolded files as it is on the page."""
     page = (dest / "docs" / "scan.md").read_text()
     written = "\n".join(
-        (dest / path).read_text() for path in (f"python/{name}/ops.py", "tests/test_cumsum.py")
+        (dest / path).read_text() for path in (f"python/{name}/ops.py", "tests/test_prefix_sum.py")
     )
     blocks = re.findall(
         r"<!-- doc-test: skip: [^>]*new_op\.py writes[^>]*-->\n```python\n(.*?)```", page, re.DOTALL

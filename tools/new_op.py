@@ -3,7 +3,7 @@
 
     python3 tools/new_op.py NAME [--inputs x,y] [--attrs alpha:float,n:int,flag:bool]
                             [--kind elementwise|rows|scan|custom] [--cuda-only]
-                            [--lang cuda|triton]
+                            [--lang cuda|triton] [--scan-op sum|prod|logaddexp]
 
 writes (see docs/adding_an_op.md):
 
@@ -23,9 +23,10 @@ passes its tests as generated. Its math until you change it:
     elementwise  out = (x + y + ...) * alpha * ...   (the shared elementwise launchers)
     rows         v = x + y + ...; out = v * alpha / sqrt(mean(v**2, last axis) + 1)
                  (the shared row-wise launchers: one block per row on CUDA)
-    scan         out = cumsum(x + y + ..., last axis) * alpha * ..., from the end of each row
+    scan         out = running sum(x + y + ..., last axis) * alpha * ..., from the end of each row
+                 (a running product or log-sum-exp with --scan-op prod|logaddexp)
                  with reverse=True, a keyword the kind adds (the shared scan launchers:
-                 cub::BlockScan on CUDA, the CPU pool on the host; docs/scan.md)
+                 a scheme per shape on CUDA, the CPU pool on the host; docs/scan.md)
     custom       out = (x + y + ...) * alpha * ...   (written as plain kernels of its own)
 
 --lang triton (elementwise ops) writes the CUDA kernel in Triton instead (docs/triton.md):
@@ -55,6 +56,14 @@ ROOT = Path(__file__).resolve().parent.parent
 ATTR_TYPES = {"float": "double", "int": "int64_t", "bool": "bool"}
 EXAMPLE_VALUE = {"float": "1.5", "int": "3", "bool": "True"}
 KINDS = ("elementwise", "rows", "scan", "custom")
+# A scan's operator (--scan-op): its C++ operator (kernels/scan.h), its NumPy running form (the
+# tests' float64 reference) and its vjp in python/<lib>/_scan_vjp.py (none: the op itself the
+# other way, as for a sum).
+SCAN_OPS = {
+    "sum": ("ScanSum", "np.add.accumulate", None),
+    "prod": ("ScanProd", "np.multiply.accumulate", "cumprod_vjp"),
+    "logaddexp": ("ScanLogAddExp", "np.logaddexp.accumulate", "logcumsumexp_vjp"),
+}
 # The attribute the scan kind adds: the direction of the scan (its vjp runs the other way).
 REVERSE = "reverse"
 LANGS = ("cuda", "triton")
@@ -85,6 +94,7 @@ class Spec:
     kind: str
     cuda_only: bool
     lang: str = "cuda"
+    scan_op: str = "sum"
 
     # -- names --------------------------------------------------------------------------------
     @property
@@ -158,7 +168,7 @@ class Spec:
         if self.kind == "rows":
             return f"v = {v}; out = {self.py_scaled('v')} / sqrt(mean(v**2, axis=-1) + 1)"
         if self.kind == "scan":
-            return f"out = {self.py_scaled(f'cumsum({v}, axis=-1)')}"
+            return f"out = {self.py_scaled(f'{SCAN_OPS[self.scan_op][1]}({v}, axis=-1)')}"
         return f"out = {self.py_scaled(v)}"
 
 
@@ -195,6 +205,9 @@ struct {s.camel}Fn {{
 // TODO(author): write {s.op}'s math here; the tests' reference is in tests/test_{s.op}.py.
 template <typename C>
 struct {s.camel}Fn {{
+  // How values combine along the row: ScanSum, or ScanProd, ScanMax, ScanMin, ScanLogAddExp
+  // (kernels/scan.h; the vjp and the tests' reference change with it: docs/scan.md).
+  using Op = {SCAN_OPS[s.scan_op][0]}<C>;
 {members}  {s.macro}_HOST_DEVICE C Value({values}) const {{
     // The value of one element, from one value per input.
     return {s.cpp_value()};
@@ -345,7 +358,7 @@ __global__ void {s.camel}Kernel({kernel_params}) {{
     if s.kind == "scan":
         launcher, size = "scan.cuh", rows_and_cols(s)
         launch = f"gpu::LaunchScan<T>({s.fn_init()}, rows, cols, {REVERSE}, stream, {s.data_ptrs()});"
-        shared = "the shared scan launcher (kernels/scan.cuh: cub::BlockScan)"
+        shared = "the shared scan launcher (kernels/scan.cuh: a scheme per shape)"
     elif s.kind == "rows":
         launcher, size = "rowwise.cuh", rows_and_cols(s)
         launch = f"gpu::LaunchRowwise<T>({s.fn_init()}, rows, cols, stream, {s.data_ptrs()});"
@@ -650,7 +663,26 @@ def ops_section(s: Spec) -> str:
         ["grad: Any", "out: Any", *(f"{n}: Any" for n in s.inputs), *(f"{a.name}: {a.type}" for a in s.attrs)]
     )
     n = len(s.inputs)
-    if s.kind == "scan":
+    if s.kind == "scan" and SCAN_OPS[s.scan_op][2]:
+        helper = SCAN_OPS[s.scan_op][2]
+        others = "".join(", nil" for _ in s.inputs[1:])
+        nil = "    nil = array_namespace(grad).zeros_like(grad)\n" if n > 1 else ""
+        neutral = "".join(
+            f", {'False' if a.type == 'bool' else ('1' if a.type == 'int' else '1.0')}" for a in s.math_attrs
+        )
+        vjp = f"""    # out = a * p, p = the scan of v = {s.py_value()} ({SCAN_OPS[s.scan_op][0]}), a: the
+    # attributes; the scan's vjp is {helper} (docs/scan.md), given the scan alone: {s.op}
+    # with its attributes neutral (edit with the math).
+    from ._scan_vjp import {helper}
+
+{nil}    def scan(a: Any, backward: bool) -> Any:
+        return {s.op}(a{others}{neutral}, {REVERSE}=backward)
+
+    v = {s.py_value()}
+    g = {helper}({s.py_scaled("grad")}, scan(v, {REVERSE}), v, scan, {REVERSE})
+    return {"(g,)" if n == 1 else "(" + ", ".join(["g"] * n) + ")"}
+"""
+    elif s.kind == "scan":
         others = "".join(", zeros" for _ in s.inputs[1:])
         zeros = "    zeros = array_namespace(grad).zeros_like(grad)\n" if n > 1 else ""
         math = ", ".join(a.name for a in s.math_attrs)
@@ -843,14 +875,21 @@ def test_file(s: Spec) -> str:
     )
     value = s.py_value()
     if s.kind == "scan":
-        body = (
-            f"    v = {value}\n"
-            f"    if {REVERSE}:  # the running sum from the end of each row\n"
-            "        prefix = np.flip(np.cumsum(np.flip(v, -1), axis=-1), -1)\n"
-            "    else:\n"
-            "        prefix = np.cumsum(v, axis=-1)\n"
-            f"    return {s.py_scaled('prefix')}\n"
-        )
+        running = SCAN_OPS[s.scan_op][1]
+        if s.scan_op == "sum":
+            prefix = (
+                f"    if {REVERSE}:  # from the end of each row\n"
+                f"        prefix = np.flip({running}(np.flip(v, -1), axis=-1), -1)\n"
+                "    else:\n"
+                f"        prefix = {running}(v, axis=-1)\n"
+            )
+        else:  # a product may leave float64's range too
+            prefix = (
+                '    with np.errstate(over="ignore"):\n'
+                f"        prefix = {running}(np.flip(v, -1) if {REVERSE} else v, axis=-1)\n"
+                f"    prefix = np.flip(prefix, -1) if {REVERSE} else prefix  # from the end of each row\n"
+            )
+        body = f"    v = {value}\n{prefix}    return {s.py_scaled('prefix')}\n"
         shapes = "[(1,), (7,), (3, 5), (0, 4), (4, 0), (2, 3, 257), (3, 4097), (1000, 16)]"
     elif s.kind == "rows":
         body = (
@@ -1083,6 +1122,33 @@ TOLERANCES = {
         f"{actual[tuple(where[0])]} != {expected[tuple(where[0])]} (bound {bound[tuple(where[0])]:.3g})"
     )""",
     )
+    if s.scan_op != "sum":  # a product or exponential leaves the dtype's range where float64 does not
+        old = """    bound = rtol * np.abs(expected) + atol * np.abs(added)  # added: the scan of |values|
+    close = (actual == expected) | (np.abs(actual - expected) <= bound)"""
+        assert old in text
+        text = text.replace(
+            old,
+            """    # Beyond the dtype's largest value the result is inf; below its smallest normal one, the
+    # absolute error is up to that (subnormals and zeros), as a product underflows.
+    tiny, huge = RANGE[dtype]
+    with np.errstate(invalid="ignore", over="ignore"):
+        expected = np.where(np.abs(expected) > huge, np.copysign(np.inf, expected), expected)
+        bound = rtol * np.abs(expected) + atol * np.abs(added) + tiny  # added: the scan of |values|
+        close = (actual == expected) | (np.abs(actual - expected) <= bound)""",
+        )
+        old = "MAX_ABS = "
+        assert old in text
+        text = text.replace(
+            old,
+            "# The smallest normal and the largest finite value of each dtype.\n"
+            "RANGE = {\n"
+            '    "float16": (6.2e-5, 65504.0),\n'
+            '    "bfloat16": (1.2e-38, 3.38e38),\n'
+            '    "float32": (1.2e-38, 3.4e38),\n'
+            '    "float64": (2.3e-308, 1.79e308),\n'
+            "}\n" + old,
+            1,
+        )
     names64 = ", ".join(f"{x}64" for x in s.inputs)
     attr_args = "".join(f", {a.name.upper()}" for a in s.attrs)
     lam = ", ".join(s.inputs)
@@ -1389,6 +1455,12 @@ def parse(argv: list[str]) -> tuple[Spec, bool]:
         default="cuda",
         help="the CUDA kernel's language (default: cuda; triton: elementwise only)",
     )
+    parser.add_argument(
+        "--scan-op",
+        choices=tuple(SCAN_OPS),
+        default="sum",
+        help="a scan's operator (default: sum): the kernels' operator, the reference and the vjp",
+    )
     parser.add_argument("--no-format", action="store_true", help="do not run clang-format and ruff format")
     args = parser.parse_args(argv)
     inputs = tuple(_identifier(n.strip(), "input") for n in args.inputs.split(",") if n.strip())
@@ -1409,7 +1481,10 @@ def parse(argv: list[str]) -> tuple[Spec, bool]:
         attrs.append(Attr(REVERSE, "bool"))
     if args.lang == "triton" and args.kind != "elementwise":
         sys.exit("error: --lang triton scaffolds elementwise ops; write other patterns from docs/triton.md")
-    return Spec(op, library, inputs, tuple(attrs), args.kind, args.cuda_only, args.lang), not args.no_format
+    if args.scan_op != "sum" and args.kind != "scan":
+        sys.exit("error: --scan-op is the operator of a scan: use it with --kind scan")
+    spec = Spec(op, library, inputs, tuple(attrs), args.kind, args.cuda_only, args.lang, args.scan_op)
+    return spec, not args.no_format
 
 
 def _formatters() -> dict[str, str]:

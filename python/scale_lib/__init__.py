@@ -12,7 +12,7 @@ from typing import Any
 
 from ._lib import BUILD_INFO, LIB
 from ._namespace import array_namespace
-from .ops import axpby, flatnonzero, l2_norm, rms_norm, scale, silu_and_mul
+from .ops import axpby, cumsum, flatnonzero, l2_norm, rms_norm, scale, silu_and_mul
 
 __version__ = "0.1.0"
 
@@ -36,6 +36,7 @@ __all__ = [
     "axpby",
     "build_info",
     "cuda_available",
+    "cumsum",
     "flatnonzero",
     "l2_norm",
     "lib",
