@@ -187,8 +187,8 @@ def _wrap_binutils(root: Path) -> int:
 
 
 def _compilers(root: Path, arch: str) -> tuple[Path, Path]:
-    prefix = root / "usr" / "bin" / str(ARCHES[arch]["prefix"])
-    return Path(f"{prefix}gcc-{GCC_VERSION}"), Path(f"{prefix}g++-{GCC_VERSION}")
+    programs, prefix = root / "usr" / "bin", str(ARCHES[arch]["prefix"])
+    return programs / f"{prefix}gcc-{GCC_VERSION}", programs / f"{prefix}g++-{GCC_VERSION}"
 
 
 def toolchain_file(root: Path, arch: str = "x86_64") -> str:
