@@ -19,6 +19,10 @@
   build_cuda12_ci   the same build for a subset of architectures (CI's compile check)
   build_cuda13      the same with CUDA 13.0 (whole toolchain from PyPI), into dist-cu13/
   tests_release     the suite with NumPy against the release wheel build_cuda12 left in dist-cu12/
+  build_aarch64     the aarch64 (SBSA) release wheel, cross-compiled here (CUDA 12.4, the old glibc's
+                    arm64 runtime), into dist-aarch64/, retagged, load-tested under emulation, checked
+  tests_aarch64     that wheel under emulation (qemu, an arm64 Python): the tests of every declared
+                    op and of the CPU thread pool, with NumPy
   tests_lowest      a CPU-only build tested with the lowest supported release of every
                     dependency (LOWEST below: apache-tvm-ffi, NumPy, PyTorch, JAX + jax-tvm-ffi,
                     PaddlePaddle); `tests` is the other end: the newest releases pip finds
@@ -87,6 +91,17 @@ CUDA_RELEASE = "12.4"
 # bullseye's GCC 10 and glibc 2.31), then retagged to the manylinux tag auditwheel computes and
 # load-tested on that runtime (tools/manylinux.py) with these.
 SYSROOT = ROOT / ".sysroot" / "bullseye"
+# The aarch64 wheel is cross-compiled with the same suite's cross compiler and arm64 runtimes,
+# and run here under emulation (tools/emulator.py: qemu-user-static, Debian's arm64 Python).
+SYSROOTS = {"x86_64": SYSROOT, "aarch64": ROOT / ".sysroot" / "bullseye-aarch64"}
+EMULATOR = ROOT / ".sysroot" / "bookworm-arm64"
+# pip's options for the aarch64 wheels of CPython 3.11 (the emulated Python): pip does not expand
+# a manylinux_2_X tag to the older ones, so each is named.
+AARCH64_PIP = [
+    "--only-binary=:all:", "--python-version", "3.11", "--implementation", "cp", "--abi", "cp311",
+    "--abi", "abi3", "--abi", "none", "--platform", "manylinux2014_aarch64", "--platform", "linux_aarch64",
+    *(arg for minor in range(17, 32) for arg in ("--platform", f"manylinux_2_{minor}_aarch64")),
+]  # fmt: skip
 # The tag README.md and docs/building.md declare (glibc 2.31+): tools/manylinux.py fails a wheel
 # for which auditwheel computes another (tests/test_compat.py checks that the docs name it).
 MANYLINUX = "manylinux_2_31"
@@ -289,9 +304,12 @@ def docs(session: nox.Session) -> None:
     )
 
 
-def _release_env(session: nox.Session) -> dict[str, str]:
-    """The environment of a release build: CMake's toolchain file for the old root."""
-    printed = session.run("python", "tools/sysroot.py", "--dest", str(SYSROOT), silent=True)
+def _release_env(session: nox.Session, arch: str = "x86_64") -> dict[str, str]:
+    """The environment of a release build: CMake's toolchain file for the old root (of `arch`:
+    aarch64 is cross-compiled)."""
+    printed = session.run(
+        "python", "tools/sysroot.py", "--arch", arch, "--dest", str(SYSROOTS[arch]), silent=True
+    )
     found = dict(
         line.split("=", 1) for line in str(printed).splitlines() if line.startswith("CMAKE_TOOLCHAIN_FILE=")
     )
@@ -313,15 +331,31 @@ def _archive_time() -> dict[str, str]:
     return {"SOURCE_DATE_EPOCH": commit_time} if commit_time else {}
 
 
-def _manylinux(session: nox.Session, dist: Path) -> list[str]:
+def _manylinux(session: nox.Session, dist: Path, options: list[str] | None = None) -> list[str]:
     """Retag dist's wheel to the manylinux tag auditwheel computes and load-test it on the old
-    runtime (tools/manylinux.py); returns the wheels."""
+    runtime (tools/manylinux.py, with `options`: another architecture's); returns the wheels."""
     session.install(*MANYLINUX_TOOLS, f"apache-tvm-ffi=={LOWEST['apache-tvm-ffi']}")
+    arch = options[options.index("--arch") + 1] if options and "--arch" in options else "x86_64"
     session.run(
-        "python", "tools/manylinux.py", "--sysroot", str(SYSROOT), "--expect", MANYLINUX,
-        *map(str, dist.glob("*.whl")), env=_archive_time(),
+        "python", "tools/manylinux.py", "--sysroot", str(SYSROOTS[arch]), "--expect", MANYLINUX,
+        *(options or []), *map(str, dist.glob("*.whl")), env=_archive_time(),
     )  # fmt: skip
     return [str(w) for w in dist.glob("*.whl")]
+
+
+def _aarch64_tvm_ffi(session: nox.Session) -> Path:
+    """The aarch64 libtvm_ffi.so of the apache-tvm-ffi release the build compiles against (its
+    aarch64 wheel, unpacked once into the aarch64 sysroot's cache)."""
+    version = LOWEST["apache-tvm-ffi"]
+    target = SYSROOTS["aarch64"] / f"apache-tvm-ffi-{version}"
+    library = target / "tvm_ffi" / "lib" / "libtvm_ffi.so"
+    if not library.is_file():
+        shutil.rmtree(target, ignore_errors=True)
+        session.run(
+            "python", "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target), *AARCH64_PIP,
+            f"apache-tvm-ffi=={version}",
+        )  # fmt: skip
+    return library
 
 
 @nox.session(python=PYTHON)
@@ -411,14 +445,19 @@ def template(session: nox.Session) -> None:
 
 
 # [build_cuda.begin]
-def _build_cuda_wheel(session: nox.Session, cuda: str, outdir: str, architectures: str | None) -> None:
-    """Fetch the CUDA toolchain, build the wheel with it into outdir, check and smoke-test it."""
+def _build_cuda_wheel(
+    session: nox.Session, cuda: str, outdir: str, architectures: str | None, arch: str = "x86_64"
+) -> None:
+    """Fetch the CUDA toolchain, build the wheel with it into outdir, check and smoke-test it.
+    arch="aarch64": cross-compiled (tools/sysroot.py --arch aarch64), load-tested under
+    emulation; `tests_aarch64` runs it."""
     if "CUDAARCHS" in os.environ:
         session.error("unset CUDAARCHS: this session chooses the architectures")
     session.install("build")
     printed = session.run(
-        "python", "tools/cuda_toolchain.py", cuda, "--dest", str(ROOT / ".cuda" / cuda), silent=True
-    )
+        "python", "tools/cuda_toolchain.py", cuda, "--dest", str(ROOT / ".cuda" / cuda), "--target", arch,
+        silent=True,
+    )  # fmt: skip
     toolchain = dict(
         line.split("=", 1)
         for line in str(printed).splitlines()
@@ -432,20 +471,31 @@ def _build_cuda_wheel(session: nox.Session, cuda: str, outdir: str, architecture
         "CUDAToolkit_ROOT": toolchain["CUDAToolkit_ROOT"],
         "SCALE_LIB_CUDA": "ON",
         "SKBUILD_BUILD_DIR": f"build/{outdir}",
-        **_release_env(session),
+        **_release_env(session, arch),
     }
+    sysroot, manylinux = SYSROOTS[arch], []
+    if arch != "x86_64":
+        # The target's libtvm_ffi.so to link against, and the wheel's platform tag (the build's
+        # Python is this machine's); auditwheel then computes its manylinux tag.
+        tvm_ffi_lib = _aarch64_tvm_ffi(session)
+        define += [
+            f"-Ccmake.define.SCALE_LIB_TVM_FFI_LIBRARY={tvm_ffi_lib}",
+            f"-Cwheel.tags=py3-none-linux_{arch}",
+        ]
+        manylinux = ["--arch", arch, "--emulator", str(EMULATOR), "--tvm-ffi-lib", str(tvm_ffi_lib)]
     start = time.monotonic()
     session.run("python", "-m", "build", "--wheel", "--outdir", str(dist), *define, env=env)
     session.log(f"built in {time.monotonic() - start:.0f} s")
-    wheels = _manylinux(session, dist)
+    wheels = _manylinux(session, dist, manylinux)
     session.run(
         "python", "tools/check_wheel.py", "--cuda", cuda, "--archs", architectures or "default",
         "--cuobjdump", toolchain["CUOBJDUMP"], "--forbid-path", toolchain["CUDAToolkit_ROOT"],
-        "--forbid-path", str(SYSROOT), *wheels,
+        "--forbid-path", str(sysroot), *wheels,
     )  # fmt: skip
-    # Installed, it imports, reports its CUDA runtime and runs on the CPU (no GPU needed).
-    session.install(*wheels, "numpy")
-    session.run("python", "-m", "scale_lib")
+    if arch == "x86_64":
+        # Installed, it imports, reports its CUDA runtime and runs on the CPU (no GPU needed).
+        session.install(*wheels, "numpy")
+        session.run("python", "-m", "scale_lib")
 
 
 @nox.session(python=PYTHON)
@@ -466,6 +516,17 @@ def build_cuda13(session: nox.Session) -> None:
     _build_cuda_wheel(session, "13.0", "dist-cu13", None)
 
 
+@nox.session(python=PYTHON)
+def build_aarch64(session: nox.Session) -> None:
+    """The aarch64 (SBSA) release wheel, cross-compiled here: CUDA 12.4 (this machine's nvcc,
+    the aarch64 wheels' headers and static runtime), every default architecture (`--
+    ARCHITECTURES`: a CMake list instead), into dist-aarch64/, retagged, load-tested under
+    emulation on the old glibc, checked as build_cuda12's."""
+    _build_cuda_wheel(
+        session, CUDA_RELEASE, "dist-aarch64", session.posargs[0] if session.posargs else None, "aarch64"
+    )
+
+
 # [build_cuda.end]
 
 
@@ -484,6 +545,42 @@ def tests_release(session: nox.Session) -> None:
         "import scale_lib, sys; print(scale_lib.__file__); sys.exit(not scale_lib.cuda_available())",
     )
     session.run("pytest", *(session.posargs or ["-q"]))
+
+
+# [tests_aarch64.begin]
+@nox.session(python=PYTHON)
+def tests_aarch64(session: nox.Session) -> None:
+    """The aarch64 wheel `build_aarch64` left in dist-aarch64/, tested here under emulation
+    (tools/emulator.py: qemu-user-static, Debian's arm64 Python 3.11) with the aarch64 wheels of
+    NumPy, apache-tvm-ffi and the test requirements: the tests of every declared op (the
+    library's own list, scale_lib.ops.OPS, read by the emulated Python) and of the CPU thread
+    pool (tests/test_concurrency.py, with fewer calls per thread). Other pytest arguments: after
+    `--`."""
+    wheels = sorted((ROOT / "dist-aarch64").glob("*.whl"))
+    if len(wheels) != 1:
+        session.error(f"expected one wheel in dist-aarch64/, found {len(wheels)}: run nox -s build_aarch64")
+    printed = session.run("python", "tools/emulator.py", "--dest", str(EMULATOR), silent=True)
+    python = dict(line.split("=", 1) for line in str(printed).splitlines() if "=" in line)["PYTHON"]
+    site = Path(session.create_tmp()) / "site-aarch64"
+    shutil.rmtree(site, ignore_errors=True)
+    session.run(
+        "python", "-m", "pip", "install", "--quiet", "--target", str(site), *AARCH64_PIP, f"{wheels[0]}[test]"
+    )  # fmt: skip
+    env = {"PYTHONPATH": str(site), "PYTHONNOUSERSITE": "1", "SCALE_LIB_TEST_THREAD_ITERATIONS": "5"}
+    listed = session.run(
+        python, "-c", "from scale_lib.ops import OPS; print(*(op.name for op in OPS if op.public))",
+        env=env, silent=True, external=True,
+    )  # fmt: skip
+    ops = str(listed).split()
+    session.log(f"aarch64, emulated: the tests of {', '.join(ops)} and of the CPU thread pool")
+    files = [f"tests/test_{name}.py" for name in ops] + ["tests/test_concurrency.py"]
+    session.run(
+        python, "-m", "pytest", "-q", "-rfE", "-p", "no:cacheprovider", *files, *session.posargs,
+        env=env, external=True,
+    )  # fmt: skip
+
+
+# [tests_aarch64.end]
 
 
 @nox.session(python=PYTHON)

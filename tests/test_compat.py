@@ -62,7 +62,8 @@ def test_the_declared_glibc_floor_is_the_checked_one() -> None:
     row = next(line for line in (ROOT / "README.md").read_text().splitlines() if line.startswith("| CPUs |"))
     assert tag.group(1) in row and glibc in row, row
     building = (ROOT / "docs" / "building.md").read_text()
-    assert f"auditwheel computes {tag.group(1)}_x86_64" in building
+    for arch in ("x86_64", "aarch64"):  # both release wheels (build_cuda12, build_aarch64)
+        assert f"auditwheel computes {tag.group(1)}_{arch}" in building, arch
 
 
 def test_framework_floors_are_the_tested_ones() -> None:

@@ -17,7 +17,8 @@ from backends import Backend
 from cases import declared_cases
 
 THREADS = 8
-ITERATIONS = 25
+# Calls per thread; an emulated run (nox -s tests_aarch64) makes fewer, as it runs each far slower.
+ITERATIONS = int(os.environ.get("SCALE_LIB_TEST_THREAD_ITERATIONS", "25"))
 CASES = declared_cases()  # every public op: each test takes those with kernels on its device
 
 

@@ -98,16 +98,24 @@ def _log(message: str) -> None:
     print(f"cuda_toolchain: {message}", file=sys.stderr, flush=True)
 
 
-def _pip_install(requirements: list[str], target: Path) -> None:
-    """pip install --target, once per requirement list (a stamp file records it)."""
+# The pip platform tags of each target architecture's wheels (NVIDIA's are manylinux2014).
+TARGETS = {"x86_64": [], "aarch64": ["--platform", "manylinux2014_aarch64", "--only-binary=:all:"]}
+
+
+def _pip_install(requirements: list[str], target: Path, platform: list[str] | None = None) -> None:
+    """pip install --target, once per requirement list (a stamp file records it); `platform`:
+    pip's options that choose another architecture's wheels."""
     stamp = target / ".requirements"
-    wanted = "\n".join(requirements)
+    wanted = "\n".join([*(platform or []), *requirements])
     if stamp.exists() and stamp.read_text() == wanted:
         return
     shutil.rmtree(target, ignore_errors=True)
     _log(f"pip install {' '.join(requirements)} -> {target}")
     pip = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target)]
-    subprocess.run([*pip, *requirements], check=True)
+    subprocess.run([*pip, *(platform or []), *requirements], check=True)
+    if platform:  # another architecture's programs cannot run here: the compiler is this machine's
+        for programs in [*target.glob("nvidia/*/bin"), *target.glob("nvidia/*/nvvm/bin")]:
+            shutil.rmtree(programs)
     stamp.write_text(wanted)
 
 
@@ -129,18 +137,24 @@ def _debian_mirror(given: str | None) -> str:
 
 
 def apt_download(
-    packages: list[tuple[str, str, str]], suite: str, component: str, dest: Path, mirror: str | None
+    packages: list[tuple[str, str, str]],
+    suite: str,
+    component: str,
+    dest: Path,
+    mirror: str | None,
+    arch: str = "amd64",
 ) -> list[Path]:
-    """Download Debian packages, each (name, version, SHA-256), of `suite` into dest/debs with
-    a private apt state (dest/apt: nothing of the machine's apt state is read or changed), each
-    checked against its digest. Packages already there with the right digest are kept."""
+    """Download Debian packages, each (name, version, SHA-256), of `suite` and Debian
+    architecture `arch` into dest/debs with a private apt state (dest/apt: nothing of the
+    machine's apt state is read or changed), each checked against its digest. Packages already
+    there with the right digest are kept."""
     if not shutil.which("apt-get") or not shutil.which("dpkg"):
         sys.exit("apt-get and dpkg are needed to fetch Debian packages (a Debian or Ubuntu machine)")
     debs = dest / "debs"
     debs.mkdir(parents=True, exist_ok=True)
 
     def path(name: str, version: str) -> Path:
-        return debs / f"{name}_{version.replace(':', '%3a')}_amd64.deb"
+        return debs / f"{name}_{version.replace(':', '%3a')}_{arch}.deb"
 
     def digest(deb: Path) -> str:
         return hashlib.sha256(deb.read_bytes()).hexdigest()
@@ -162,7 +176,7 @@ def apt_download(
             f"-oDir::State::Lists={apt / 'lists'}",
             "-oDir::State::Status=/dev/null",  # versions from this suite, not the machine's
             f"-oDir::Cache={apt}",
-            "-oAPT::Architecture=amd64",
+            f"-oAPT::Architecture={arch}",
             "-oAcquire::Languages=none",
             "-oDebug::NoLocking=1",
         ]
@@ -240,28 +254,38 @@ def _merge(source: Path, dest: Path, copy: bool) -> None:
                 target.symlink_to(entry.resolve())
 
 
-def make_toolkit(cuda: str, dest: Path, debian_mirror: str | None = None) -> dict[str, str]:
-    """Fetch (or reuse) the toolchain for CUDA `cuda` under dest; return the environment for CMake."""
+def make_toolkit(
+    cuda: str, dest: Path, debian_mirror: str | None = None, target: str = "x86_64"
+) -> dict[str, str]:
+    """Fetch (or reuse) the toolchain for CUDA `cuda` under dest; return the environment for
+    CMake. With another `target` architecture (aarch64), the compiler is still this machine's
+    and the headers and the static runtime come from that architecture's wheels (DEST/toolkit-
+    <target>, DEST/wheels-<target>, ...)."""
     if cuda not in TOOLCHAINS:
         sys.exit(f"cuda_toolchain: no recipe for CUDA {cuda}; known: {', '.join(TOOLCHAINS)}")
+    if target != "x86_64" and "debian" not in TOOLCHAINS[cuda]:
+        sys.exit(f"cuda_toolchain: no {target} recipe for CUDA {cuda}; only for CUDA 12.4")
     spec = TOOLCHAINS[cuda]
+    platform = TARGETS[target]
+    suffix = "" if target == "x86_64" else f"-{target}"
     dest = dest.resolve()
     dest.mkdir(parents=True, exist_ok=True)
-    wheels = dest / "wheels"
-    _pip_install(list(spec["wheels"]), wheels)  # type: ignore[call-overload]
+    wheels = dest / f"wheels{suffix}"
+    _pip_install(list(spec["wheels"]), wheels, platform)  # type: ignore[call-overload]
     _pip_install([CUOBJDUMP_WHEEL], dest / "tools")
     roots = [wheels / r for r in spec["roots"]]  # type: ignore[attr-defined]
     if "debian" in spec:
         package = _fetch_debian_package(spec["debian"], dest, debian_mirror)  # type: ignore[arg-type]
-        _pip_install([str(spec["static_runtime"])], dest / "static_runtime")
-        extra = dest / "extra"
+        _pip_install([str(spec["static_runtime"])], dest / f"static_runtime{suffix}", platform)
+        extra = dest / f"extra{suffix}"
         shutil.rmtree(extra, ignore_errors=True)
         (extra / "lib64").mkdir(parents=True)
-        shutil.copy2(next((dest / "static_runtime").glob("nvidia/*/lib/libcudart_static.a")), extra / "lib64")
+        static = next((dest / f"static_runtime{suffix}").glob("nvidia/*/lib/libcudart_static.a"))
+        shutil.copy2(static, extra / "lib64")
         (extra / "lib64" / "libcudadevrt.a").write_bytes(b"!<arch>\n")  # an empty archive
         roots = [_debian_compiler(package, dest), *roots, extra]
 
-    toolkit = dest / "toolkit"
+    toolkit = dest / f"toolkit{suffix}"
     stamp = toolkit / ".sources"
     sources = "\n".join(map(str, roots))
     if not (stamp.exists() and stamp.read_text() == sources):
@@ -288,9 +312,16 @@ def main(argv: list[str]) -> int:
         default=os.environ.get("SCALE_LIB_DEBIAN_MIRROR"),
         help="CUDA 12: the Debian mirror to fetch the compiler from (default: the apt sources')",
     )
+    parser.add_argument(
+        "--target",
+        choices=sorted(TARGETS),
+        default="x86_64",
+        help="the architecture the code runs on (aarch64: headers and runtime of NVIDIA's aarch64 "
+        "(SBSA) wheels, compiled by this machine's nvcc)",
+    )
     args = parser.parse_args(argv)
     dest = args.dest or Path(__file__).resolve().parent.parent / ".cuda" / args.cuda
-    for key, value in make_toolkit(args.cuda, dest, args.debian_mirror).items():
+    for key, value in make_toolkit(args.cuda, dest, args.debian_mirror, args.target).items():
         print(f"{key}={value}")
     return 0
 

@@ -28,6 +28,7 @@ import argparse
 import fnmatch
 import json
 import os
+import platform
 import re
 import shutil
 import subprocess
@@ -38,7 +39,8 @@ import zipfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from sysroot import SUITE, make_sysroot
+from emulator import make_emulator
+from sysroot import ARCHES, SUITE, make_sysroot
 
 ROOT = Path(__file__).resolve().parent.parent
 # Never vendored: libtvm_ffi.so comes from the apache-tvm-ffi wheel at run time (a second copy
@@ -122,7 +124,10 @@ def repair(wheel: Path, expect: str | None = None) -> tuple[Path, str]:
         )
     with tempfile.TemporaryDirectory(dir=wheel.parent) as tmp:
         excludes = [arg for pattern in EXCLUDED for arg in ("--exclude", pattern)]
-        done = _auditwheel("repair", "--plat", tag, *excludes, "-w", tmp, str(wheel))
+        # auditwheel names only this machine's architecture's tags for --plat; another's wheel
+        # is repaired to the tag it computes ("auto"), checked below to be `tag`.
+        plat = tag if tag.endswith("_" + platform.machine()) else "auto"
+        done = _auditwheel("repair", "--plat", plat, *excludes, "-w", tmp, str(wheel))
         if done.returncode != 0:
             sys.exit(f"manylinux: auditwheel repair failed:\n{done.stdout}{done.stderr}")
         (repaired,) = Path(tmp).glob("*.whl")
@@ -137,12 +142,16 @@ def repair(wheel: Path, expect: str | None = None) -> tuple[Path, str]:
     return repaired, tag
 
 
-def load_test(wheel: Path, sysroot: dict[str, str]) -> None:
+def load_test(
+    wheel: Path, sysroot: dict[str, str], emulator: list[str] | None = None, tvm_ffi_lib: Path | None = None
+) -> None:
     """Build tools/load_test.cc with the old root's compiler and run it on the wheel's library
-    with that root's loader and runtimes alone."""
+    with that root's loader and runtimes alone (under `emulator`, a command prefix, for another
+    architecture, loading `tvm_ffi_lib`, that architecture's libtvm_ffi.so)."""
     import tvm_ffi
 
     tvm_ffi_dir = Path(tvm_ffi.__file__).parent
+    tvm_ffi_lib = tvm_ffi_lib or tvm_ffi_dir / "lib" / "libtvm_ffi.so"
     with tempfile.TemporaryDirectory() as tmp:
         loader = Path(tmp) / "load_test"
         compile_cmd = [
@@ -153,8 +162,8 @@ def load_test(wheel: Path, sysroot: dict[str, str]) -> None:
         subprocess.run(compile_cmd, check=True)
         library = _library(wheel, Path(tmp))
         run = [
-            sysroot["LOADER"], "--library-path", sysroot["LOADER_LIBRARY_PATH"], str(loader),
-            str(tvm_ffi_dir / "lib" / "libtvm_ffi.so"), str(library), sysroot["SYSROOT"] + "/",
+            *(emulator or []), sysroot["LOADER"], "--library-path", sysroot["LOADER_LIBRARY_PATH"],
+            str(loader), str(tvm_ffi_lib), str(library), sysroot["SYSROOT"] + "/",
         ]  # fmt: skip
         done = subprocess.run(run, capture_output=True, text=True)
         out = (done.stdout + done.stderr).replace(sysroot["SYSROOT"], f"<{SUITE}>").replace(tmp, "<wheel>")
@@ -166,16 +175,30 @@ def load_test(wheel: Path, sysroot: dict[str, str]) -> None:
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     parser.add_argument("wheels", nargs="+", type=Path)
-    parser.add_argument("--sysroot", type=Path, help=f"tools/sysroot.py's cache (default: .sysroot/{SUITE})")
+    parser.add_argument(
+        "--arch", choices=sorted(ARCHES), default="x86_64", help="the wheels' architecture (default: x86_64)"
+    )
+    parser.add_argument(
+        "--sysroot", type=Path, help=f"tools/sysroot.py's cache (default: .sysroot/{SUITE}[-aarch64])"
+    )
+    parser.add_argument(
+        "--emulator", type=Path, help="aarch64: tools/emulator.py's cache (default: .sysroot/bookworm-arm64)"
+    )
+    parser.add_argument("--tvm-ffi-lib", type=Path, help="aarch64: the aarch64 libtvm_ffi.so to load")
     parser.add_argument(
         "--expect", help="the tag the wheel must get, without its architecture: manylinux_2_31"
     )
     args = parser.parse_args(argv)
-    sysroot = make_sysroot(args.sysroot or ROOT / ".sysroot" / SUITE)
+    sysroot = make_sysroot(args.sysroot or ROOT / ".sysroot" / str(ARCHES[args.arch]["dest"]), arch=args.arch)
+    emulator = None
+    if args.arch != "x86_64":
+        if not args.tvm_ffi_lib:
+            parser.error(f"--arch {args.arch} needs --tvm-ffi-lib")
+        emulator = [make_emulator(args.emulator or ROOT / ".sysroot" / "bookworm-arm64")["QEMU"]]
     for wheel in args.wheels:
         print(f"{wheel.name}:")
         repaired, _ = repair(wheel, args.expect)
-        load_test(repaired, sysroot)
+        load_test(repaired, sysroot, emulator, args.tvm_ffi_lib)
     return 0
 
 

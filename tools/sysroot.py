@@ -60,8 +60,82 @@ PACKAGES = [
     ("libc6-dev", "2.31-13+deb11u11", "e7f7b45d9c5cfcf37609f0b6efd3c645272c812144703af89dfd32218fcb0fd3"),
     ("linux-libc-dev", "5.10.223-1", "e3be603bd12377bb90fcfb0f2048ca3a81c886e49d6f09945b82159d1c54f7b2"),
 ]
+# aarch64 (Arm SBSA servers: Grace, Graviton, Ampere), cross-compiled from x86-64: the same
+# suite's cross compiler (amd64 programs) and its runtimes for arm64, packaged by Debian under
+# /usr/aarch64-linux-gnu, where the cross compiler looks inside its --sysroot.
+CROSS_PACKAGES = [
+    (
+        "gcc-10-aarch64-linux-gnu",
+        "10.2.1-6cross1",
+        "05b3b40ef2f54e1852409cd9a59a98d962845ec3f2d1abc7ed40ccd949a7c1cd",
+    ),
+    (
+        "g++-10-aarch64-linux-gnu",
+        "10.2.1-6cross1",
+        "31360f3bea56e7032107762dbecca228adec19427e58150eebc74a86591bc5f4",
+    ),
+    (
+        "cpp-10-aarch64-linux-gnu",
+        "10.2.1-6cross1",
+        "d6767f29be8d81fe832e6b8c6d224ed0a95f079bd1d015899db88f592f49b9ba",
+    ),
+    (
+        "binutils-aarch64-linux-gnu",
+        "2.35.2-2",
+        "b5d852fa469ac600304a7737e4f05a1f32465eb79d362faedeb36856a5b69c45",
+    ),
+    (
+        "libgcc-10-dev-arm64-cross",
+        "10.2.1-6cross1",
+        "eca208337cfdecc8d625cddb6dbc0bffa00b48cfec2d1cc347bfbac3abcea4f5",
+    ),
+    (
+        "libstdc++-10-dev-arm64-cross",
+        "10.2.1-6cross1",
+        "ce6e193cfa963ebd894c48ca4bfd21dd7a95a5e74293fea68789abdbf3904b23",
+    ),
+    (
+        "libstdc++6-arm64-cross",
+        "10.2.1-6cross1",
+        "fe90e9cdf5250a3ea77961223a3953f1fd54bd3c579053b762ba990aa4f61c4f",
+    ),
+    (
+        "libgcc-s1-arm64-cross",
+        "10.2.1-6cross1",
+        "2966823a38c100f77786a49f734d240c892fc86c473dbf1c862c23424900fd83",
+    ),
+    ("libc6-arm64-cross", "2.31-9cross4", "ccd237814281910e72422a6e86a6ef7570105fc69119ff8fc82f6a4827a8a015"),
+    (
+        "libc6-dev-arm64-cross",
+        "2.31-9cross4",
+        "4b88456f6913474587be547a865c6b42756b2031ca11ddf6285ea6ff4275a48d",
+    ),
+    (
+        "linux-libc-dev-arm64-cross",
+        "5.10.13-1cross4",
+        "3a5c7920a299c88f69b7d64eb60fb6e65631cd57721a30ed60a2f6b7adf931d3",
+    ),
+]
 GCC_VERSION = "10"
 TRIPLET = "x86_64-linux-gnu"
+# Per target architecture: its packages, the compiler programs' prefix, where its runtimes lie
+# in the root, its dynamic loader, and the default cache directory's name.
+ARCHES: dict[str, dict[str, object]] = {
+    "x86_64": {
+        "packages": PACKAGES,
+        "prefix": "",
+        "libdirs": [f"lib/{TRIPLET}", f"usr/lib/{TRIPLET}"],
+        "loader": "lib64/ld-linux-x86-64.so.2",
+        "dest": SUITE,
+    },
+    "aarch64": {
+        "packages": CROSS_PACKAGES,
+        "prefix": "aarch64-linux-gnu-",
+        "libdirs": ["usr/aarch64-linux-gnu/lib"],
+        "loader": "usr/aarch64-linux-gnu/lib/ld-linux-aarch64.so.1",
+        "dest": f"{SUITE}-aarch64",
+    },
+}
 
 
 def _log(message: str) -> None:
@@ -85,13 +159,53 @@ def _relink(root: Path) -> int:
     return count
 
 
-def toolchain_file(root: Path) -> str:
+# A program of the cross binutils, wrapped: it needs its own libbfd and libopcodes, which lie in
+# the root's usr/lib/x86_64-linux-gnu, where this machine's loader does not look.
+BINUTILS_WRAPPER = """\
+#!/bin/sh
+# Written by tools/sysroot.py: runs {name} with the root's libbfd and libopcodes.
+here=$(dirname "$(readlink -f "$0")")
+LD_LIBRARY_PATH="$here/../lib/x86_64-linux-gnu${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}" \\
+  exec "$here/../libexec/cross-binutils/{name}" "$@"
+"""
+
+
+def _wrap_binutils(root: Path) -> int:
+    """Wrap each program of root/usr/bin that needs the root's private binutils libraries in a
+    script that points the loader at them; returns the count."""
+    libexec = root / "usr" / "libexec" / "cross-binutils"
+    count = 0
+    for program in sorted((root / "usr" / "bin").iterdir()):
+        if program.is_symlink() or not program.is_file() or b"-arm64.so" not in program.read_bytes():
+            continue
+        libexec.mkdir(parents=True, exist_ok=True)
+        program.rename(libexec / program.name)
+        program.write_text(BINUTILS_WRAPPER.format(name=program.name))
+        program.chmod(0o755)
+        count += 1
+    return count
+
+
+def _compilers(root: Path, arch: str) -> tuple[Path, Path]:
+    programs, prefix = root / "usr" / "bin", str(ARCHES[arch]["prefix"])
+    return programs / f"{prefix}gcc-{GCC_VERSION}", programs / f"{prefix}g++-{GCC_VERSION}"
+
+
+def toolchain_file(root: Path, arch: str = "x86_64") -> str:
     """A CMake toolchain file for the root: C++ with its compiler and --sysroot, nvcc with the
-    same compiler as host compiler, and libpthread linked (glibc 2.31 keeps pthread_* there)."""
-    gcc, gxx = root / "usr" / "bin" / f"gcc-{GCC_VERSION}", root / "usr" / "bin" / f"g++-{GCC_VERSION}"
+    same compiler as host compiler, and libpthread linked (glibc 2.31 keeps pthread_* there).
+    For another architecture than this machine's, CMake is told it cross-compiles."""
+    gcc, gxx = _compilers(root, arch)
+    cross = ""
+    if arch != "x86_64":
+        cross = f"""\
+# Cross-compiling: CMake runs none of the programs it builds.
+set(CMAKE_SYSTEM_NAME Linux)
+set(CMAKE_SYSTEM_PROCESSOR {arch})
+"""
     return f"""\
-# Written by tools/sysroot.py: build against Debian {SUITE}'s glibc and libstdc++.
-set(CMAKE_SYSROOT "{root}")
+# Written by tools/sysroot.py: build against Debian {SUITE}'s glibc and libstdc++ ({arch}).
+{cross}set(CMAKE_SYSROOT "{root}")
 set(CMAKE_C_COMPILER "{gcc}")
 set(CMAKE_CXX_COMPILER "{gxx}")
 set(CMAKE_CUDA_HOST_COMPILER "{gxx}")
@@ -110,51 +224,66 @@ set(CMAKE_FIND_ROOT_PATH_MODE_LIBRARY BOTH)
 """
 
 
-def make_sysroot(dest: Path, debian_mirror: str | None = None) -> dict[str, str]:
+def make_sysroot(dest: Path, debian_mirror: str | None = None, arch: str = "x86_64") -> dict[str, str]:
     """Fetch (or reuse) the root under dest; return the environment that builds against it."""
+    if arch not in ARCHES:
+        sys.exit(f"sysroot: no recipe for {arch}; known: {', '.join(ARCHES)}")
+    spec = ARCHES[arch]
+    packages: list[tuple[str, str, str]] = spec["packages"]  # type: ignore[assignment]
     dest = dest.resolve()
     dest.mkdir(parents=True, exist_ok=True)
     root = dest / "root"
     stamp = dest / ".packages"
-    wanted = "\n".join(f"{name}={version} {sha256}" for name, version, sha256 in PACKAGES)
+    wanted = "\n".join(f"{name}={version} {sha256}" for name, version, sha256 in packages)
     if not (stamp.exists() and stamp.read_text() == wanted and root.is_dir()):
-        debs = apt_download(PACKAGES, SUITE, "main", dest, debian_mirror)
+        debs = apt_download(packages, SUITE, "main", dest, debian_mirror)
         shutil.rmtree(root, ignore_errors=True)
         with tempfile.TemporaryDirectory(dir=dest) as tmp:
             unpacked = Path(tmp) / "root"
             for deb in debs:
                 subprocess.run(["dpkg", "-x", str(deb), str(unpacked)], check=True)
             _log(f"{_relink(unpacked)} absolute symlinks now point inside the root")
+            if arch != "x86_64":
+                _log(f"{_wrap_binutils(unpacked)} cross binutils programs wrapped")
             unpacked.rename(root)
         for deb in debs:  # unpacked: the archives are not kept
             deb.unlink()
         stamp.write_text(wanted)
-    (dest / "toolchain.cmake").write_text(toolchain_file(root))
-    gxx = root / "usr" / "bin" / f"g++-{GCC_VERSION}"
+    (dest / "toolchain.cmake").write_text(toolchain_file(root, arch))
+    gcc, gxx = _compilers(root, arch)
     version = subprocess.run([str(gxx), "-dumpfullversion"], capture_output=True, text=True)
     if version.returncode != 0 or not version.stdout.startswith(GCC_VERSION + "."):
         sys.exit(f"sysroot: {gxx} does not run here:\n{version.stderr}")
+    libdirs: list[str] = spec["libdirs"]  # type: ignore[assignment]
     return {
         "SYSROOT": str(root),
-        "CC": str(root / "usr" / "bin" / f"gcc-{GCC_VERSION}"),
+        "CC": str(gcc),
         "CXX": str(gxx),
         "CMAKE_TOOLCHAIN_FILE": str(dest / "toolchain.cmake"),
-        "LOADER": str(root / "lib64" / "ld-linux-x86-64.so.2"),
-        "LOADER_LIBRARY_PATH": f"{root}/lib/{TRIPLET}:{root}/usr/lib/{TRIPLET}",
+        "LOADER": str(root / str(spec["loader"])),
+        "LOADER_LIBRARY_PATH": ":".join(f"{root}/{d}" for d in libdirs),
     }
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    parser.add_argument("--dest", type=Path, help=f"cache directory (default: .sysroot/{SUITE})")
+    parser.add_argument(
+        "--arch",
+        choices=sorted(ARCHES),
+        default="x86_64",
+        help="the architecture to build for (aarch64: cross-compiled from x86-64)",
+    )
+    parser.add_argument(
+        "--dest", type=Path, help=f"cache directory (default: .sysroot/{SUITE}, .sysroot/{SUITE}-aarch64)"
+    )
     parser.add_argument(
         "--debian-mirror",
         default=os.environ.get("SCALE_LIB_DEBIAN_MIRROR"),
         help="the Debian mirror to fetch the packages from (default: the apt sources')",
     )
     args = parser.parse_args(argv)
-    dest = args.dest or Path(__file__).resolve().parent.parent / ".sysroot" / SUITE
-    for key, value in make_sysroot(dest, args.debian_mirror).items():
+    dest = args.dest or Path(__file__).resolve().parent.parent / ".sysroot" / str(ARCHES[args.arch]["dest"])
+    for key, value in make_sysroot(dest, args.debian_mirror, args.arch).items():
         print(f"{key}={value}")
     return 0
 
