@@ -4,8 +4,11 @@
 #include <tvm/ffi/function.h>
 #include <tvm/ffi/string.h>
 
+#include <array>
+#include <atomic>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -29,13 +32,22 @@ std::unordered_map<std::string, std::unique_ptr<Loaded>>& Table() {
   return *table;
 }
 
+// The compute capability of a device as major * 10 + minor, asked once per device.
 int Architecture(int device_id) {
+  static std::array<std::atomic<int>, 256> known{};
+  if (device_id >= 0 && device_id < static_cast<int>(known.size())) {
+    if (const int arch = known[device_id].load(std::memory_order_relaxed)) return arch;
+  }
   int major = 0, minor = 0;
   TVM_FFI_CHECK_CUDA_ERROR(
       cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device_id));
   TVM_FFI_CHECK_CUDA_ERROR(
       cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device_id));
-  return major * 10 + minor;
+  const int arch = major * 10 + minor;
+  if (device_id >= 0 && device_id < static_cast<int>(known.size())) {
+    known[device_id].store(arch, std::memory_order_relaxed);
+  }
+  return arch;
 }
 
 }  // namespace

@@ -75,23 +75,25 @@ __global__ void SoftmaxRowsKernel(T* __restrict__ out, const T* __restrict__ x, 
 }
 
 // [softmax_specialise.begin]
-// The longest row the runtime kernel keeps in registers (32 elements per thread of 1024).
-constexpr int64_t kMaxSpecialisedCols = 32768;
+// The most elements of a row one thread of the runtime kernel keeps in registers: with 1024
+// threads a thread has 64 registers, half for its elements.
+template <typename T>
+constexpr int64_t kMaxPerThread = sizeof(T) == 8 ? 16 : 32;
 
 // The runtime kernel's specialisation for rows of `cols` elements of T, or false to run the
-// ahead-of-time kernel. Everything here is static at the call: the row length, the dtype and
-// whether 16-byte loads are possible.
+// ahead-of-time kernel (rows longer than 1024 threads hold). Everything here is static at the
+// call: the row length, the dtype and whether 16-byte loads are possible.
 template <typename T>
 bool SoftmaxSpecialisation(int64_t cols, bool aligned, std::vector<std::string>* defines,
                            int* threads_per_row, int* rows_per_block) {
-  if (cols < 1 || cols > kMaxSpecialisedCols) return false;
+  if (cols < 1 || cols > 1024 * kMaxPerThread<T>) return false;
   const int vec = aligned && cols * sizeof(T) % 16 == 0 ? 16 / sizeof(T) : 1;
-  const int64_t packs = cols / vec;
-  // A warp per row (several rows per block) up to 32 loads per thread, else up to 16 (32 for
-  // the longest rows) per thread of a block of up to 1024.
+  // A warp per row (four rows per block) while it holds the row, else a block per row of the
+  // fewest threads (64 to 1024) that hold at most half of kMaxPerThread each (all of it at 1024).
   int threads = 32;
-  while (threads < 1024 && packs > int64_t{32} * threads && packs > int64_t{16} * threads) {
-    threads *= 2;
+  if (cols > 32 * kMaxPerThread<T>) {
+    threads = 64;
+    while (threads < 1024 && cols > threads * kMaxPerThread<T> / 2) threads *= 2;
   }
   *threads_per_row = threads;
   *rows_per_block = threads == 32 ? 4 : 1;
@@ -110,7 +112,7 @@ bool SoftmaxSpecialisation(int64_t cols, bool aligned, std::vector<std::string>*
 }  // namespace gpu
 
 // [softmax_cuda.begin]
-void SoftmaxCUDA(ffi::TensorView out, ffi::TensorView x) {
+void SoftmaxCUDA(ffi::TensorView out, ffi::TensorView x, bool runtime_compiled) {
   CheckSoftmaxArgs(out, x);  // 1. validate
   const int64_t n = x.numel();
   if (n == 0) return;
@@ -127,7 +129,8 @@ void SoftmaxCUDA(ffi::TensorView out, ffi::TensorView x) {
     int threads_per_row = 0, rows_per_block = 0;
     const bool aligned = gpu::IsAligned(out_ptr, 16) && gpu::IsAligned(x_ptr, 16);
     tvm::ffi::CubinKernel* kernel = nullptr;
-    if (gpu::SoftmaxSpecialisation<T>(cols, aligned, &defines, &threads_per_row, &rows_per_block)) {
+    if (runtime_compiled &&
+        gpu::SoftmaxSpecialisation<T>(cols, aligned, &defines, &threads_per_row, &rows_per_block)) {
       kernel = RuntimeKernel("softmax", "softmax_rows", defines, device, stream);
     }
     if (kernel != nullptr) {

@@ -30,7 +30,8 @@ inline void CheckSoftmaxArgs(const ffi::TensorView& out, const ffi::TensorView& 
 void SoftmaxCPU(ffi::TensorView out, ffi::TensorView x);
 
 #if defined(SCALE_LIB_WITH_CUDA)
-void SoftmaxCUDA(ffi::TensorView out, ffi::TensorView x);
+// runtime_compiled=false: the ahead-of-time kernel only (softmax_ahead_of_time, for comparisons).
+void SoftmaxCUDA(ffi::TensorView out, ffi::TensorView x, bool runtime_compiled = true);
 #endif
 
 }  // namespace scale_lib

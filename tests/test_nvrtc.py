@@ -4,6 +4,8 @@ library without NVRTC and compile errors, on the CPU (NVRTC needs no GPU); then 
 example on a GPU: both kernels against a float64 reference, the capture rule, errors through the
 op."""
 
+# op-file: softmax (the cache is tested with its kernel)
+
 from __future__ import annotations
 
 import hashlib
@@ -62,7 +64,7 @@ def test_cache_key_covers_everything_the_cubin_depends_on(monkeypatch) -> None:
         _nvrtc.cache_key(SOURCE, DEFINES, 90, (13, 0)),
         _nvrtc.cache_key(SOURCE, DEFINES, ARCH, (12, 9)),
     }
-    monkeypatch.setattr(scale_lib, "__version__", "999.0")
+    monkeypatch.setitem(_nvrtc.BUILD_INFO, "version", "999.0")
     changed.add(_nvrtc.cache_key(SOURCE, DEFINES, ARCH, (13, 0)))
     assert base not in changed and len(changed) == 6
 
@@ -223,10 +225,10 @@ def _write_repeatedly(path: str, cubin: bytes, rounds: int) -> None:
 
 
 def test_processes_compiling_the_same_key(compiler, cache) -> None:
-    context = multiprocessing.get_context("fork")
+    context = multiprocessing.get_context("spawn")  # fork is unsafe with JAX threads
     with context.Pool(4) as pool:
         digests = pool.starmap(_compile_in_child, [(str(cache), "777")] * 4)
-    assert len(set(digests)) == 1
+    assert len(set(digests)) == 1, digests
     (path,) = cache.glob("*.cubin")
     assert hashlib.sha256(_nvrtc.read_cached(path)).hexdigest() == digests[0]
     assert [p.name for p in cache.iterdir()] == [path.name]  # no temporary file left
@@ -236,7 +238,7 @@ def test_readers_never_see_a_torn_file(compiler, cache) -> None:
     cubin = _nvrtc.compile_cached("softmax", SOURCE, DEFINES, ARCH)
     (path,) = cache.glob("*.cubin")
     path.unlink()
-    context = multiprocessing.get_context("fork")
+    context = multiprocessing.get_context("spawn")  # fork is unsafe with JAX threads
     with context.Pool(4) as pool:
         writers = [pool.apply_async(_write_repeatedly, (str(path), cubin, 300)) for _ in range(2)]
         readers = [pool.apply_async(_read_while_written, (str(path), 2000)) for _ in range(2)]
@@ -287,13 +289,15 @@ def test_softmax_kernels_on_gpu(cache, dtype: str, cols: int) -> None:
     rows = 7
     data = np.random.default_rng(cols).standard_normal((rows, cols)) * 4
     x = torch.tensor(data, device="cuda").to(getattr(torch, dtype))
-    out = torch.full((rows + 1, cols), float("nan"), device="cuda", dtype=x.dtype)
-    scale_lib.softmax(x, out=out[:rows])
-    stored = x.double().cpu().numpy()
-    result = out.double().cpu().numpy()
+    expected = _reference(x.double().cpu().numpy())
     rtol, atol = TOLERANCES[dtype]
-    np.testing.assert_allclose(result[:rows], _reference(stored), rtol=rtol, atol=atol)
-    assert np.isnan(result[rows]).all(), "stray write"
+    # The op (runtime-compiled where NVRTC is present), then the ahead-of-time kernel alone.
+    for run in (lambda o: scale_lib.softmax(x, out=o), lambda o: scale_lib.lib.softmax_ahead_of_time(o, x)):
+        out = torch.full((rows + 1, cols), float("nan"), device="cuda", dtype=x.dtype)
+        run(out[:rows])
+        result = out.double().cpu().numpy()
+        np.testing.assert_allclose(result[:rows], expected, rtol=rtol, atol=atol)
+        assert np.isnan(result[rows]).all(), "stray write"
 
 
 @pytest.mark.gpu
@@ -306,11 +310,14 @@ def test_softmax_first_call_during_capture_asks_for_a_warm_up(cache) -> None:
     x = torch.randn(5, 777, device="cuda")  # a row length no other test uses
     side = torch.cuda.Stream()
     graph = torch.cuda.CUDAGraph()
-    with (
-        pytest.raises(RuntimeError, match=r"during CUDA graph capture.*warm-up"),
-        torch.cuda.graph(graph, stream=side),
-    ):
-        scale_lib.softmax(x)
+
+    def capture() -> None:
+        with torch.cuda.graph(graph, stream=side):
+            x.mul_(1.0)  # the graph is not empty
+            scale_lib.softmax(x)
+
+    with pytest.raises(RuntimeError, match=r"during CUDA graph capture.*warm-up"):
+        capture()
     # After a warm-up call the same call captures and replays.
     torch.cuda.synchronize()
     scale_lib.softmax(x)
@@ -358,3 +365,30 @@ def test_softmax_on_gpu_without_nvrtc(tmp_path) -> None:
     env = {**os.environ, "SCALE_LIB_NVRTC": "0", "SCALE_LIB_CACHE_DIR": str(tmp_path)}
     run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr
+
+
+@pytest.mark.gpu
+def test_softmax_compiles_under_torch_compile(cache) -> None:
+    Backend("torch", "cuda").skip_if_unavailable()
+    import torch
+
+    torch._dynamo.reset()
+    f = torch.compile(lambda v: scale_lib.softmax(v) * 2, fullgraph=True)
+    x = torch.randn(6, 781, device="cuda")  # a new key: compiled at the first run
+    np.testing.assert_allclose(
+        f(x).cpu().numpy(), 2 * _reference(x.double().cpu().numpy()), rtol=3e-5, atol=1e-6
+    )
+
+
+@pytest.mark.gpu
+def test_softmax_compiles_under_jax_jit(cache) -> None:
+    Backend("jax", "cuda").skip_if_unavailable()
+    import jax
+
+    x = jax.device_put(
+        np.random.default_rng(0).standard_normal((6, 783)).astype(np.float32), jax.devices("gpu")[0]
+    )
+    y = jax.jit(lambda v: scale_lib.softmax(v) * 2)(x)
+    np.testing.assert_allclose(
+        np.asarray(y), 2 * _reference(np.asarray(x, dtype=np.float64)), rtol=3e-5, atol=1e-6
+    )

@@ -178,14 +178,12 @@ def cache_dir() -> Path | None:
 
 def cache_key(source: str, defines: dict[str, str], arch: int, nvrtc_version: tuple[int, int]) -> str:
     """The cache key: a hash of everything the CUBIN depends on."""
-    from . import __version__
-
     what = {
         "source": hashlib.sha256(source.encode()).hexdigest(),
         "defines": sorted(defines.items()),
         "arch": arch,
         "nvrtc": list(nvrtc_version),
-        "scale_lib": __version__,
+        "scale_lib": BUILD_INFO["version"],
         "format": MAGIC.decode(),
     }
     return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()

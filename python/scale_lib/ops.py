@@ -369,9 +369,10 @@ def softmax(x: ArrayT, *, out: ArrayT | None = None) -> ArrayT:
 
     On CUDA the first call for a row length, dtype and GPU compiles a kernel specialised on
     them with NVRTC (``pip install 'scale-lib[nvrtc]'``), cached in memory and on disk (see
-    :func:`scale_lib.clear_kernel_cache`); without NVRTC, or for rows longer than 32768, the
-    ahead-of-time kernel for any row length runs. The first call for new values cannot happen
-    during CUDA graph capture: call once before capturing. Runs on the CPU and CUDA GPUs.
+    ``scale_lib.clear_kernel_cache()``); without NVRTC, or for rows longer than 32768 elements
+    (16384 in float64), the ahead-of-time kernel for any row length runs. The first call for new
+    values cannot happen during CUDA graph capture: call once before capturing. Runs on the CPU
+    and CUDA GPUs.
 
     Args:
         x: A contiguous float16, bfloat16, float32 or float64 array of 1 or more dimensions;

@@ -82,8 +82,8 @@ __device__ __forceinline__ Compute Reduce(Compute v, Compute* shared) {
   return v;
 }
 
-extern "C" __global__ void softmax_rows(Storage* __restrict__ out, const Storage* __restrict__ x,
-                                        long long rows) {
+extern "C" __global__ void __launch_bounds__(kThreads* kRowsPerBlock)
+    softmax_rows(Storage* __restrict__ out, const Storage* __restrict__ x, long long rows) {
   __shared__ Compute shared[kWarps > 1 ? kWarps : 1];
   const int lane = threadIdx.x % kThreads;  // the thread within its row
   const long long step = static_cast<long long>(gridDim.x) * kRowsPerBlock;
