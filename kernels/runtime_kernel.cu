@@ -50,6 +50,19 @@ int Architecture(int device_id) {
   return arch;
 }
 
+// Whether `stream` (or, for the legacy default stream, any stream in a global-mode capture) is
+// being captured into a CUDA graph. Asks without synchronising anything.
+bool IsCapturing(cudaStream_t stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  const cudaError_t error = cudaStreamIsCapturing(stream, &status);
+  if (error == cudaErrorStreamCaptureImplicit) {
+    (void)cudaGetLastError();  // the legacy stream while another stream captures: capture too
+    return true;
+  }
+  TVM_FFI_CHECK_CUDA_ERROR(error);
+  return status != cudaStreamCaptureStatusNone;
+}
+
 }  // namespace
 
 // [runtime_kernel.begin]
@@ -69,20 +82,18 @@ tvm::ffi::CubinKernel* RuntimeKernel(const char* op, const char* kernel,
   std::optional<ffi::Function> compile = ffi::Function::GetGlobal("scale_lib.nvrtc_cubin");
   auto loaded = std::make_unique<Loaded>();
   if (compile.has_value()) {
-    // Asks the stream without synchronising anything.
-    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-    TVM_FFI_CHECK_CUDA_ERROR(cudaStreamIsCapturing(stream, &capture));
-    if (capture != cudaStreamCaptureStatusNone) {
-      TVM_FFI_THROW(RuntimeError)
-          << op << ": its CUDA kernel is compiled for each new shape, dtype and GPU at the first "
-          << "call, and this first call came during CUDA graph capture, where loading a kernel "
-          << "is not allowed. Call " << op << " once with the same arguments before capturing "
-          << "(a warm-up run)";
-    }
     ffi::Array<ffi::String> values;
     for (const std::string& d : defines) values.push_back(ffi::String(d));
+    // Compiling touches no GPU (NVRTC, the disk cache): allowed during capture. None: no NVRTC.
     ffi::Any cubin = (*compile)(ffi::String(op), values, arch);
     if (auto bytes = cubin.as<ffi::Bytes>()) {
+      if (IsCapturing(stream)) {
+        TVM_FFI_THROW(RuntimeError)
+            << op << ": its CUDA kernel is compiled for each new shape, dtype and GPU at the "
+            << "first call, and this first call came during CUDA graph capture, where loading a "
+            << "kernel is not allowed. Call " << op << " once with the same arguments before "
+            << "capturing (a warm-up run)";
+      }
       loaded->cubin = *bytes;
       loaded->module = std::make_unique<tvm::ffi::CubinModule>(loaded->cubin);
       loaded->kernel = std::make_unique<tvm::ffi::CubinKernel>(loaded->module->GetKernel(kernel));

@@ -20,8 +20,9 @@ namespace scale_lib {
 // each "NAME=VALUE" of `defines`, for the architecture of `device_id`. The first call of a
 // process for these values compiles (or reads the disk cache) and loads the CUBIN; later calls
 // find it in memory. nullptr when there is no NVRTC (or NVRTC does not know the GPU). A first
-// call while `stream` is being captured into a CUDA graph raises a RuntimeError (loading a
-// module is not allowed during capture): call the op once before capturing. A kernel that does
+// call that would load a kernel while `stream` is being captured into a CUDA graph raises a
+// RuntimeError (loading a module is not allowed during capture): call the op once before
+// capturing. Without NVRTC such a call returns nullptr and the capture goes on. A kernel that does
 // not compile raises NvrtcError (a RuntimeError) with NVRTC's log.
 tvm::ffi::CubinKernel* RuntimeKernel(const char* op, const char* kernel,
                                      const std::vector<std::string>& defines, int device_id,

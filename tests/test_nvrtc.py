@@ -15,6 +15,7 @@ import stat
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import numpy as np
@@ -207,19 +208,21 @@ def _compile_in_child(directory: str, cols: str) -> str:
     return hashlib.sha256(cubin).hexdigest()
 
 
-def _read_while_written(path: str, rounds: int) -> int:
-    """Reads the file as fast as it can; counts the reads that found a whole file."""
-    whole = 0
-    for _ in range(rounds):
-        data = _nvrtc.read_cached(Path(path))
-        if data is None:
-            assert not Path(path).exists(), "a torn or altered file was found"
-        else:
-            whole += 1
-    return whole
+def _read_while_written(path: str, done: str, started: str) -> int:
+    """Reads the file until ``done`` exists; every read must find the whole CUBIN (os.replace
+    swaps whole files). Returns how many reads it made."""
+    Path(started).touch()
+    reads = 0
+    while not os.path.exists(done) and reads < 10**6:
+        assert _nvrtc.read_cached(Path(path)) is not None, "a torn or altered file was found"
+        reads += 1
+    return reads
 
 
-def _write_repeatedly(path: str, cubin: bytes, rounds: int) -> None:
+def _write_repeatedly(path: str, cubin: bytes, rounds: int, readers: list[str]) -> None:
+    deadline = time.monotonic() + 120
+    while not all(os.path.exists(r) for r in readers) and time.monotonic() < deadline:
+        time.sleep(0.01)  # until the readers read
     for _ in range(rounds):
         assert _nvrtc.write_cached(Path(path), cubin)
 
@@ -237,15 +240,17 @@ def test_processes_compiling_the_same_key(compiler, cache) -> None:
 def test_readers_never_see_a_torn_file(compiler, cache) -> None:
     cubin = _nvrtc.compile_cached("softmax", SOURCE, DEFINES, ARCH)
     (path,) = cache.glob("*.cubin")
-    path.unlink()
+    done = cache / "done"
     context = multiprocessing.get_context("spawn")  # fork is unsafe with JAX threads
     with context.Pool(4) as pool:
-        writers = [pool.apply_async(_write_repeatedly, (str(path), cubin, 300)) for _ in range(2)]
-        readers = [pool.apply_async(_read_while_written, (str(path), 2000)) for _ in range(2)]
+        started = [str(cache / f"reader{i}") for i in range(2)]
+        readers = [pool.apply_async(_read_while_written, (str(path), str(done), s)) for s in started]
+        writers = [pool.apply_async(_write_repeatedly, (str(path), cubin, 300, started)) for _ in range(2)]
         for w in writers:
             w.get(timeout=300)
-        whole = [r.get(timeout=300) for r in readers]
-    assert sum(whole) > 0
+        done.touch()
+        reads = [r.get(timeout=300) for r in readers]
+    assert all(n > 0 for n in reads)
     assert _nvrtc.read_cached(path) == cubin
 
 
@@ -351,7 +356,8 @@ def test_softmax_compile_error_through_the_op(cache, tmp_path, monkeypatch) -> N
 
 @pytest.mark.gpu
 def test_softmax_on_gpu_without_nvrtc(tmp_path) -> None:
-    """Without NVRTC the ahead-of-time kernel gives the same results."""
+    """Without NVRTC the ahead-of-time kernel gives the same results, and a first call can be
+    captured into a CUDA graph."""
     Backend("torch", "cuda").skip_if_unavailable()
     code = textwrap.dedent("""
         import numpy as np, torch, scale_lib
@@ -360,6 +366,15 @@ def test_softmax_on_gpu_without_nvrtc(tmp_path) -> None:
             y = scale_lib.softmax(x).cpu().numpy()
             e = np.exp(x.cpu().numpy() - x.cpu().numpy().max(-1, keepdims=True))
             np.testing.assert_allclose(y, e / e.sum(-1, keepdims=True), rtol=1e-12, atol=1e-14)
+        # Nothing to load: a first call may be captured.
+        x = torch.randn(3, 785, device="cuda")
+        out = torch.empty_like(x)
+        graph, side = torch.cuda.CUDAGraph(), torch.cuda.Stream()
+        with torch.cuda.graph(graph, stream=side):
+            scale_lib.softmax(x, out=out)
+        graph.replay()
+        torch.cuda.synchronize()
+        torch.testing.assert_close(out, torch.softmax(x, dim=-1))
         print("ok")
     """)
     env = {**os.environ, "SCALE_LIB_NVRTC": "0", "SCALE_LIB_CACHE_DIR": str(tmp_path)}
