@@ -357,7 +357,7 @@ def _softmax_vjp(grad: Any, out: Any, x: Any) -> tuple[Any, ...]:
 _softmax = register(
     OpSpec(
         "softmax",
-        inputs=(Input("x"),),
+        inputs=(Input("x", min_ndim=1),),
         vjp=_softmax_vjp,
         sharding="rows",
     )
