@@ -66,7 +66,8 @@ __global__ void SoftmaxRowsKernel(T* __restrict__ out, const T* __restrict__ x, 
     MaxSum<C> row_total = partial[0];
     for (int w = 1; w < kSoftmaxThreads / 32; ++w) row_total = Combine(row_total, partial[w]);
     __syncthreads();  // partial is rewritten for the next row
-    const C scale = C(1) / row_total.sum;
+    // A +inf in the row makes it NaN, as exp(inf - inf) does in the other implementations.
+    const C scale = row_total.max == INFINITY ? C(NAN) : C(1) / row_total.sum;
     T* o = out + row * cols;
     for (int64_t i = threadIdx.x; i < cols; i += blockDim.x) {
       o[i] = M::Store(exp(M::Load(in[i]) - row_total.max) * scale);

@@ -407,3 +407,34 @@ def test_softmax_compiles_under_jax_jit(cache) -> None:
     np.testing.assert_allclose(
         np.asarray(y), 2 * _reference(np.asarray(x, dtype=np.float64)), rtol=3e-5, atol=1e-6
     )
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("cols", [100, 4096, 40000])
+def test_softmax_special_values_on_gpu(cache, cols: int) -> None:
+    """NaN and +inf make their row NaN, -inf elements get 0, in both kernels, like NumPy."""
+    Backend("torch", "cuda").skip_if_unavailable()
+    import torch
+
+    data = np.random.default_rng(cols).standard_normal((4, cols))
+    data[0, 3] = np.nan
+    data[1, 5] = np.inf
+    data[2, ::3] = -np.inf
+    with np.errstate(invalid="ignore"):
+        expected = _reference(data)
+    x = torch.tensor(data, device="cuda", dtype=torch.float32)
+    for run in (lambda o: scale_lib.softmax(x, out=o), lambda o: scale_lib.lib.softmax_ahead_of_time(o, x)):
+        out = torch.empty_like(x)
+        run(out)
+        np.testing.assert_allclose(out.double().cpu().numpy(), expected, rtol=3e-5, atol=1e-6, equal_nan=True)
+
+
+def test_softmax_special_values_on_cpu() -> None:
+    """The CPU twin treats NaN, +inf and -inf as the CUDA kernels do."""
+    data = np.random.default_rng(1).standard_normal((4, 100))
+    data[0, 3] = np.nan
+    data[1, 5] = np.inf
+    data[2, ::3] = -np.inf
+    with np.errstate(invalid="ignore"):
+        expected = _reference(data)
+    np.testing.assert_allclose(scale_lib.softmax(data), expected, rtol=1e-12, atol=1e-14, equal_nan=True)
