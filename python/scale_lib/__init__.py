@@ -12,7 +12,9 @@ from typing import Any
 
 from ._lib import BUILD_INFO, LIB
 from ._namespace import array_namespace
-from .ops import axpby, cumsum, flatnonzero, l2_norm, rms_norm, scale, silu_and_mul
+from ._nvrtc import NvrtcError
+from ._nvrtc import clear_cache as clear_kernel_cache
+from .ops import axpby, cumsum, flatnonzero, l2_norm, rms_norm, scale, silu_and_mul, softmax
 
 __version__ = "0.1.0"
 
@@ -31,10 +33,12 @@ def cuda_available() -> bool:
 
 
 __all__ = [
+    "NvrtcError",
     "__version__",
     "array_namespace",
     "axpby",
     "build_info",
+    "clear_kernel_cache",
     "cuda_available",
     "cumsum",
     "flatnonzero",
@@ -43,4 +47,5 @@ __all__ = [
     "rms_norm",
     "scale",
     "silu_and_mul",
+    "softmax",
 ]

@@ -1,0 +1,21 @@
+// SPDX-License-Identifier: Apache-2.0
+// ABI of softmax: softmax(out, x). Routing only; the math is in kernels/.
+#include "softmax.h"
+
+namespace scale_lib {
+
+void Softmax(ffi::TensorView out, ffi::TensorView x) {
+  SCALE_LIB_ROUTE_BY_DEVICE(x, SoftmaxCPU(out, x), SoftmaxCUDA(out, x));
+}
+
+// softmax_ahead_of_time(out, x): the same, with the CUDA kernel compiled ahead of time for any
+// row length, never the runtime-compiled one (tests and benchmarks compare the two).
+void SoftmaxAheadOfTime(ffi::TensorView out, ffi::TensorView x) {
+  SCALE_LIB_ROUTE_BY_DEVICE(x, SoftmaxCPU(out, x), SoftmaxCUDA(out, x, false));
+}
+
+}  // namespace scale_lib
+
+// softmax(out, x): writes out, which may be x itself (in-place).
+SCALE_LIB_EXPORT(softmax, scale_lib::Softmax, "out", "x", "out=x");
+SCALE_LIB_EXPORT(softmax_ahead_of_time, scale_lib::SoftmaxAheadOfTime, "out", "x", "out=x");
