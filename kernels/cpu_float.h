@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <type_traits>
 
@@ -50,7 +51,9 @@ inline uint16_t FloatToHalf(float f) {
   const uint32_t bits = FloatToBits(f);
   const auto sign = static_cast<uint16_t>((bits >> 16) & 0x8000u);
   uint32_t magnitude = bits & 0x7fffffffu;
-  if (magnitude > 0x7f800000u) return sign | 0x7e00u;  // nan stays a (quiet) nan
+  // A nan stays a quiet nan with the top of its payload, as the F16C instruction makes it.
+  if (magnitude > 0x7f800000u)
+    return sign | 0x7e00u | static_cast<uint16_t>((magnitude >> 13) & 0x3ffu);
   // 65520 and above round (to nearest even) past the largest half, 65504: infinity.
   if (magnitude >= 0x477ff000u) return sign | 0x7c00u;
   if (magnitude < 0x38800000u) {
@@ -113,6 +116,26 @@ template <typename T>
 using Compute = typename FloatMath<T>::Compute;
 
 // ---------------------------------------------------------------------------------------------
+// Instruction sets chosen at run time. The library is built for the baseline of its target
+// (x86-64: SSE2; aarch64: NEON); on x86-64 its hot loops are also compiled for AVX2 (with F16C)
+// and for AVX-512, and the widest the CPU has runs. Every level computes the same operations in
+// the same order (no fused multiply-add: the library is compiled with -ffp-contract=off), so every
+// level gives the same bits. SCALE_LIB_CPU_SIMD=baseline|avx2 caps the level (read once, at the
+// first call; any other value is no cap): to compare the levels, or to rule one out.
+// ---------------------------------------------------------------------------------------------
+enum class SimdLevel : int { kBaseline = 0, kAVX2 = 1, kAVX512 = 2 };
+
+inline SimdLevel SimdAllowed() {
+  static const SimdLevel allowed = [] {
+    const char* env = std::getenv("SCALE_LIB_CPU_SIMD");
+    if (env != nullptr && std::strcmp(env, "baseline") == 0) return SimdLevel::kBaseline;
+    if (env != nullptr && std::strcmp(env, "avx2") == 0) return SimdLevel::kAVX2;
+    return SimdLevel::kAVX512;
+  }();
+  return allowed;
+}
+
+// ---------------------------------------------------------------------------------------------
 // Bulk conversion between a storage type and its compute type, for kernels that work on rows or
 // chunks. float16 uses the CPU's F16C conversion instructions, and bfloat16 AVX2, when the CPU
 // has them (checked once, at run time: the library itself is built for the baseline x86-64,
@@ -146,8 +169,8 @@ __attribute__((target("avx,f16c"))) inline void FloatToHalfF16C(const float* src
 inline bool HasF16C() {
   static const bool has = [] {
     unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-    return __builtin_cpu_supports("avx") && __get_cpuid(1, &eax, &ebx, &ecx, &edx) &&
-           (ecx & bit_F16C) != 0;
+    return SimdAllowed() >= SimdLevel::kAVX2 && __builtin_cpu_supports("avx") &&
+           __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0;
   }();
   return has;
 }
@@ -188,13 +211,33 @@ __attribute__((target("avx2"))) inline void FloatToBFloat16AVX2(const float* src
 }
 
 inline bool HasAVX2() {
-  static const bool has = __builtin_cpu_supports("avx2");
+  static const bool has = SimdAllowed() >= SimdLevel::kAVX2 && __builtin_cpu_supports("avx2");
   return has;
 }
 
 // Whether the CPU runs the loops compiled with target("avx2,f16c") (here and in
 // elementwise_cpu.h).
 inline bool HasAVX2AndF16C() { return HasAVX2() && HasF16C(); }
+
+// Whether it runs those compiled for AVX-512 (F, BW, VL and DQ: Skylake-SP, Zen 4 and later).
+// __builtin_cpu_supports also checks that the OS saves the ZMM registers.
+inline bool HasAVX512() {
+  static const bool has = SimdAllowed() >= SimdLevel::kAVX512 && HasAVX2AndF16C() &&
+                          __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+  return has;
+}
+
+// The widest level this CPU runs, as SimdAllowed() caps it.
+inline SimdLevel CpuSimd() {
+  if (HasAVX512()) return SimdLevel::kAVX512;
+  return HasAVX2AndF16C() ? SimdLevel::kAVX2 : SimdLevel::kBaseline;
+}
+
+// The target attributes of the two levels above the baseline.
+#define SCALE_LIB_TARGET_AVX2 __attribute__((target("avx2,f16c")))
+#define SCALE_LIB_TARGET_AVX512 \
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,f16c,prefer-vector-width=512")))
 #endif
 
 template <typename T>

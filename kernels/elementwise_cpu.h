@@ -41,31 +41,56 @@ template <typename T, typename Fn, size_t... I, typename... In>
   }
 }
 
-#if defined(SCALE_LIB_X86)
-// The same loop compiled for AVX2 (and F16C), where the CPU has them: the library is built for
-// the baseline x86-64, whose 4-wide float math was half of a 16-bit kernel's time. fn is inlined
-// here, so its math is vectorised 8-wide; AVX2 has no FMA, so the results are the same.
-template <typename T, typename Fn, size_t... I, typename... In>
-__attribute__((target("avx2,f16c"))) void ChunkedLoopAVX2(const Fn& fn, int64_t n, T* out,
-                                                          std::index_sequence<I...> inputs,
-                                                          const In*... ins) {
-  ChunkedLoop<T>(fn, n, out, inputs, ins...);
-}
-#endif
-
 // float and double: one loop, which the compiler vectorises behind a runtime overlap check.
 // fn is taken by value: a local copy, which no store through `out` can change, so its members
 // stay in registers across the loop.
 template <typename T, typename Fn, size_t... I, typename... In>
-void Loop(const Fn fn, int64_t n, T* out, std::index_sequence<I...> inputs, const In*... ins) {
+[[gnu::always_inline]] inline void PlainLoop(const Fn fn, int64_t n, T* out,
+                                             std::index_sequence<I...>, const In*... ins) {
+  for (int64_t i = 0; i < n; ++i) out[i] = fn(ins[i]...);
+}
+
+template <typename T, typename Fn, size_t... I, typename... In>
+[[gnu::always_inline]] inline void AnyLoop(const Fn& fn, int64_t n, T* out,
+                                           std::index_sequence<I...> inputs, const In*... ins) {
   if constexpr (std::is_same_v<T, Compute<T>>) {
-    for (int64_t i = 0; i < n; ++i) out[i] = fn(ins[i]...);
+    PlainLoop<T>(fn, n, out, inputs, ins...);
   } else {
-#if defined(SCALE_LIB_X86)
-    if (HasAVX2AndF16C()) return ChunkedLoopAVX2<T>(fn, n, out, inputs, ins...);
-#endif
     ChunkedLoop<T>(fn, n, out, inputs, ins...);
   }
+}
+
+#if defined(SCALE_LIB_X86)
+// The same loops compiled for AVX2 (and F16C) and for AVX-512, where the CPU has them: the
+// library is built for the baseline x86-64, whose 4-wide float math was half of a 16-bit
+// kernel's time. fn is inlined here, so its math is vectorised 8 or 16 wide; no multiply and add
+// is fused (-ffp-contract=off), so the results are the same.
+template <typename T, typename Fn, size_t... I, typename... In>
+SCALE_LIB_TARGET_AVX2 void LoopAVX2(const Fn& fn, int64_t n, T* out,
+                                    std::index_sequence<I...> inputs, const In*... ins) {
+  AnyLoop<T>(fn, n, out, inputs, ins...);
+}
+
+template <typename T, typename Fn, size_t... I, typename... In>
+SCALE_LIB_TARGET_AVX512 void LoopAVX512(const Fn& fn, int64_t n, T* out,
+                                        std::index_sequence<I...> inputs, const In*... ins) {
+  AnyLoop<T>(fn, n, out, inputs, ins...);
+}
+#endif
+
+template <typename T, typename Fn, size_t... I, typename... In>
+void Loop(const Fn& fn, int64_t n, T* out, std::index_sequence<I...> inputs, const In*... ins) {
+#if defined(SCALE_LIB_X86)
+  switch (CpuSimd()) {
+    case SimdLevel::kAVX512:
+      return LoopAVX512<T>(fn, n, out, inputs, ins...);
+    case SimdLevel::kAVX2:
+      return LoopAVX2<T>(fn, n, out, inputs, ins...);
+    case SimdLevel::kBaseline:
+      break;
+  }
+#endif
+  AnyLoop<T>(fn, n, out, inputs, ins...);
 }
 
 }  // namespace elementwise

@@ -26,7 +26,8 @@ void L2NormCPU(ffi::TensorView out, ffi::TensorView x) {
       const T* group = xs + g * per_group;
       const int64_t blocks = (per_group + kBlock - 1) / kBlock;
       std::vector<double> partial(static_cast<size_t>(blocks));
-      host::ParallelFor(blocks, 4, 1, [&](int64_t begin, int64_t end) {
+      // A block is more than a thread's minimum share (host::kMinItemsPerThread).
+      host::ParallelFor(blocks, 1, 1, [&](int64_t begin, int64_t end) {
         for (int64_t b = begin; b < end; ++b) {
           const int64_t first = b * kBlock;
           partial[b] =

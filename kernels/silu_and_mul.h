@@ -8,22 +8,37 @@
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
+#include <type_traits>
 
+#include "exp_float.h"
 #include "tvm_ffi_utils.h"
 
 namespace scale_lib {
 
-// The math, in the compute type C (the Triton kernels write the same expressions).
+// The math, in the compute type C. silu(a) = a / (1 + exp(-a)), written for a < 0 as
+// a * exp(a) / (1 + exp(a)): exp(-|a|) never overflows, and a * exp(a) is scaled by its power of
+// two last (exp_float.h), so a result too small for a normal float keeps its precision. In float,
+// silu(a) for a < -110 is below the smallest subnormal: 0 times a (-0.0, and NaN for -inf, as
+// a / (1 + exp(-a)) gives). For float, exp is exp_float.h's branch-free one, which vectorises in
+// the CPU twin's loops; the Triton kernels write a / (1 + exp(-a)) as it stands.
 template <typename C>
-C SiluGate(C a, C b) {
-  return a / (C(1) + std::exp(-a)) * b;
+[[gnu::always_inline]] inline C SiluGate(C a, C b) {
+  constexpr C kZeroBelow = std::is_same_v<C, float> ? C(-110) : -std::numeric_limits<C>::infinity();
+  const auto e = ExpReduce(-std::fabs(a));  // exp(-|a|) = e.p * 2^e.n
+  // Both sides computed, then chosen: a select, which vectorises, not a branch.
+  const C a_exp_a = ScaleByPow2(a * e.p, e.n);
+  const C zero = a * C(0);
+  const C negative = a < kZeroBelow ? zero : a_exp_a;
+  const C gated = a < C(0) ? negative : a;
+  return gated / (C(1) + ScaleByPow2(e.p, e.n)) * b;
 }
 
 // The gradients of silu(a) * b for the output's gradient g: d/da = g * b * s * (1 + a * (1 - s))
 // with s = sigmoid(a), d/db = g * silu(a).
 template <typename C>
-void SiluGateGrad(C g, C a, C b, C* grad_a, C* grad_b) {
-  const C s = C(1) / (C(1) + std::exp(-a));
+[[gnu::always_inline]] inline void SiluGateGrad(C g, C a, C b, C* grad_a, C* grad_b) {
+  const C s = C(1) / (C(1) + Exp(-a));
   *grad_a = g * b * s * (C(1) + a * (C(1) - s));
   *grad_b = g * a * s;
 }

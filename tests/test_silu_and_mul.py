@@ -135,6 +135,115 @@ def test_extreme_values(backend: Backend) -> None:
     assert_close(got, reference(backend.to_numpy(x)), "float32", reduction=True)
 
 
+# -- the CPU twin's accuracy: every input where there are few, and the same bits on every
+# instruction set the library selects at run time (kernels/cpu_float.h) -----------------------
+ULP_BOUND = {"float16": 1.0, "bfloat16": 1.0, "float32": 4.0}
+SIMD_LEVELS = ["baseline", "avx2", "avx512"]
+
+
+def _np_dtype(dtype: str) -> np.dtype:
+    import ml_dtypes
+
+    return np.dtype(ml_dtypes.bfloat16) if dtype == "bfloat16" else np.dtype(dtype)
+
+
+def ulp_error(got: np.ndarray, expected: np.ndarray, dtype: str) -> np.ndarray:
+    """|got - expected| in units in the last place of ``dtype`` at the float64 ``expected``; 0
+    where both are NaN or where ``got`` is the infinity that ``expected`` rounds to, inf where
+    only one is NaN or ``got`` is not that infinity."""
+    import ml_dtypes
+
+    info = ml_dtypes.finfo(_np_dtype(dtype))
+    biggest = float(info.max)
+    got = got.astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        overflows = np.abs(expected) >= biggest + 2.0 ** (np.floor(np.log2(biggest)) - info.nmant - 1)
+        exponent = np.floor(np.log2(np.maximum(np.abs(expected), float(info.smallest_normal))))
+        error = np.abs(got - expected) / np.exp2(exponent - info.nmant)
+        error = np.where(overflows, np.where(got == np.copysign(np.inf, expected), 0.0, np.inf), error)
+    nan_got, nan_expected = np.isnan(got), np.isnan(expected)
+    return np.where(nan_got & nan_expected, 0.0, np.where(nan_got | nan_expected, np.inf, error))
+
+
+def every_gate_input(dtype: str) -> np.ndarray:
+    """x of two rows: a = every 16-bit pattern (float32: a dense sweep of the bit patterns and
+    random ones), with b = 1 in the first row (silu alone) and random normal b in the second."""
+    if dtype == "float32":
+        rng = np.random.default_rng(36)
+        bits = np.concatenate(
+            [np.arange(0, 2**32, 4093, dtype=np.uint64), rng.integers(0, 2**32, 2**18, dtype=np.uint64)]
+        ).astype(np.uint32)
+    else:
+        bits = np.arange(2**16, dtype=np.uint16)
+    a = bits.view(_np_dtype(dtype))
+    b = np.random.default_rng(7).standard_normal(a.size).astype(_np_dtype(dtype))
+    return np.stack([np.concatenate([a, np.ones_like(a)]), np.concatenate([a, b])])
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+def test_cpu_accuracy_on_every_input(dtype: str) -> None:
+    x = every_gate_input(dtype)
+    with np.errstate(invalid="ignore", over="ignore"):
+        expected = reference(x.astype(np.float64))
+    error = ulp_error(scale_lib.silu_and_mul(x), expected, dtype)
+    worst = np.unravel_index(np.argmax(error), error.shape)
+    assert error.max() <= ULP_BOUND[dtype], (
+        f"{error.max():.3g} ulp at a={x[worst[0], worst[1]]!r}, b={x[worst[0], x.shape[1] // 2 + worst[1]]!r}"
+    )
+
+
+_EVERY_LEVEL = textwrap.dedent(
+    """
+    import sys
+    sys.path.insert(0, sys.argv[1])
+    import numpy as np
+    import test_silu_and_mul as t
+    np.savez(sys.argv[2], **t.results_on_every_level_path())
+    """
+)
+
+
+def results_on_every_level_path() -> dict[str, np.ndarray]:
+    """The CPU kernels' results whose loops are compiled per instruction set, as raw bits."""
+    from scale_lib.ops import _silu_and_mul_backward
+
+    results = {}
+    for dtype in ["float16", "bfloat16", "float32", "float64"]:
+        with np.errstate(invalid="ignore"):  # the float32 sweep's signalling NaNs
+            x = every_gate_input(dtype if dtype != "float64" else "float32").astype(_np_dtype(dtype))
+        results[f"silu_and_mul {dtype}"] = scale_lib.silu_and_mul(x)
+        # The other kernels with per-instruction-set loops, on rows of random data.
+        r = random_data((3, 2 * 4099), seed=36).astype(_np_dtype(dtype))
+        g = random_data((3, 4099), seed=37).astype(_np_dtype(dtype))
+        results[f"silu_and_mul_backward {dtype}"] = _silu_and_mul_backward.call((r, g))
+        results[f"rms_norm {dtype}"] = scale_lib.rms_norm(r, r[0], 1e-6)
+        results[f"axpby {dtype}"] = scale_lib.axpby(r, r[::-1].copy(), 0.5, 2.0)
+        results[f"scale {dtype}"] = scale_lib.scale(r, 3.0)
+        results[f"l2_norm {dtype}"] = scale_lib.l2_norm(r)
+    return {name: np.asarray(v).view(f"u{np.asarray(v).dtype.itemsize}") for name, v in results.items()}
+
+
+@pytest.mark.parametrize("level", SIMD_LEVELS)
+def test_cpu_same_bits_on_every_instruction_set(level: str, tmp_path: Path) -> None:
+    # SCALE_LIB_CPU_SIMD caps the instruction set (read once per process: a child each), on one
+    # thread: the bits are those of this process, on the widest set this CPU has and its threads.
+    env = {**os.environ, "SCALE_LIB_CPU_SIMD": level, "SCALE_LIB_NUM_THREADS": "1"}
+    out = tmp_path / "results.npz"
+    child = subprocess.run(
+        [sys.executable, "-c", _EVERY_LEVEL, str(Path(__file__).parent), str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert child.returncode == 0, child.stderr[-3000:]
+    theirs = np.load(out)
+    ours = results_on_every_level_path()
+    assert sorted(theirs.files) == sorted(ours)
+    for name, bits in ours.items():
+        np.testing.assert_array_equal(theirs[name], bits, err_msg=f"{name} on {level}")
+
+
 # -- errors -----------------------------------------------------------------------------------
 @pytest.mark.parametrize("backend", backend_params(), indirect=True)
 def test_refuses_odd_or_missing_gate(backend: Backend) -> None:
