@@ -98,6 +98,8 @@ def _declared_calls(spec: Any) -> dict[str, Call]:
             sizes = abi_of(spec.workspace)[0]  # (numel of x, numel of out)
             calls[spec.workspace] = Call({}, dict(zip(sizes, (48, 1), strict=True)))
     calls[f"{spec.name}_new"] = Call(inputs, scalars)  # where the op has a functional form
+    # An op with a kernel compiled at run time also exports its ahead-of-time kernel, same ABI.
+    calls[f"{spec.name}_ahead_of_time"] = calls[spec.name]
     return calls
 
 
