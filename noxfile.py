@@ -13,12 +13,15 @@
                     retagged to the manylinux tag auditwheel computes, load-tested on that glibc
                     (tools/manylinux.py), checked (tag, contents, no build machine paths)
   reproducible      that release build from two directories: the wheels must be identical
-  build_cuda12      the release wheel: CUDA 12.4 from tools/cuda_toolchain.py, every default
-                    architecture, built, retagged and load-tested as `build` does, into
-                    dist-cu12/, checked (runtime, SASS + PTX per arch, size)
-  build_cuda12_ci   the same build for a subset of architectures (CI's compile check)
-  build_cuda13      the same with CUDA 13.0 (whole toolchain from PyPI), into dist-cu13/
-  tests_release     the suite with NumPy against the release wheel build_cuda12 left in dist-cu12/
+  build_release     the release wheel: a CUDA 12.4 library (tools/cuda_toolchain.py) and a CUDA
+                    13.0 one (NVIDIA's PyPI wheels), every default architecture of each, merged
+                    into one wheel, retagged and load-tested as `build` does, into dist-release/,
+                    checked (each library's runtime, SASS + PTX per arch, driver floor, size)
+  build_cuda12      a wheel with the CUDA 12.4 library alone, into dist-cu12/, checked likewise
+  build_cuda12_ci   the same build for a subset of architectures (a quick compile check)
+  build_cuda13      a wheel with the CUDA 13.0 library alone, into dist-cu13/
+  tests_release     the suite with NumPy against the release wheel build_release left in
+                    dist-release/
   tests_lowest      a CPU-only build tested with the lowest supported release of every
                     dependency (LOWEST below: apache-tvm-ffi, NumPy, PyTorch, JAX + jax-tvm-ffi,
                     PaddlePaddle); `tests` is the other end: the newest releases pip finds
@@ -156,7 +159,8 @@ def tests(session: nox.Session) -> None:
 GPU_FRAMEWORKS = [TORCH, "jax[cuda13]", "cupy-cuda13x", "paddlepaddle"]
 # SCALE_LIB_GPU_FRAMEWORKS=installed: a GPU host without a package index. The session's
 # environment sees the frameworks installed in the Python that runs nox, and the session installs
-# nothing but the wheel (SCALE_LIB_WHEEL, or the newest under dist-cu12/, dist-cu13/, dist/).
+# nothing but the wheel (SCALE_LIB_WHEEL, or the newest under dist-release/, dist-cu12/,
+# dist-cu13/, dist/).
 GPU_INSTALLED = os.environ.get("SCALE_LIB_GPU_FRAMEWORKS") == "installed"
 
 
@@ -167,7 +171,11 @@ def tests_gpu(session: nox.Session) -> None:
     want of a GPU or of its CUDA build, or the library has no CUDA."""
     if GPU_INSTALLED:
         wheel = os.environ.get("SCALE_LIB_WHEEL") or max(
-            (str(w) for d in ("dist-cu12", "dist-cu13", "dist") for w in (ROOT / d).glob("*.whl")),
+            (
+                str(w)
+                for d in ("dist-release", "dist-cu12", "dist-cu13", "dist")
+                for w in (ROOT / d).glob("*.whl")
+            ),
             key=os.path.getmtime,
             default="",
         )
@@ -410,32 +418,51 @@ def template(session: nox.Session) -> None:
 
 
 # [build_cuda.begin]
+def _cuda_toolchain(session: nox.Session, cuda: str) -> dict[str, str]:
+    """Fetch the CUDA toolchain (tools/cuda_toolchain.py, cached in .cuda/<version>): CUDACXX,
+    CUDAToolkit_ROOT and CUOBJDUMP."""
+    printed = session.run(
+        "python", "tools/cuda_toolchain.py", cuda, "--dest", str(ROOT / ".cuda" / cuda), silent=True
+    )
+    return dict(
+        line.split("=", 1)
+        for line in str(printed).splitlines()
+        if line.startswith(("CUDACXX=", "CUDAToolkit_ROOT=", "CUOBJDUMP="))
+    )
+
+
+def _build_cuda(
+    session: nox.Session, cuda: str, dist: Path, architectures: str | None, library: str | None = None
+) -> dict[str, str]:
+    """Build the wheel with that CUDA toolchain into dist (the library lib<library>.so, by
+    default libscale_lib.so); returns the toolchain."""
+    toolchain = _cuda_toolchain(session, cuda)
+    shutil.rmtree(dist, ignore_errors=True)
+    define = [f"-Ccmake.define.CMAKE_CUDA_ARCHITECTURES={architectures}"] if architectures else []
+    if library:
+        define.append(f"-Ccmake.define.SCALE_LIB_LIBRARY_NAME={library}")
+    if cuda.startswith("13"):
+        define.append("-Ccmake.version=>=4.0")  # CMake 4 takes CUDA 13's family targets (100f)
+    env = {
+        "CUDACXX": toolchain["CUDACXX"],
+        "CUDAToolkit_ROOT": toolchain["CUDAToolkit_ROOT"],
+        "SCALE_LIB_CUDA": "ON",
+        "SKBUILD_BUILD_DIR": f"build/{dist.name}",
+        **_release_env(session),
+    }
+    start = time.monotonic()
+    session.run("python", "-m", "build", "--wheel", "--outdir", str(dist), *define, env=env)
+    session.log(f"CUDA {cuda}: built in {time.monotonic() - start:.0f} s")
+    return toolchain
+
+
 def _build_cuda_wheel(session: nox.Session, cuda: str, outdir: str, architectures: str | None) -> None:
     """Fetch the CUDA toolchain, build the wheel with it into outdir, check and smoke-test it."""
     if "CUDAARCHS" in os.environ:
         session.error("unset CUDAARCHS: this session chooses the architectures")
     session.install("build")
-    printed = session.run(
-        "python", "tools/cuda_toolchain.py", cuda, "--dest", str(ROOT / ".cuda" / cuda), silent=True
-    )
-    toolchain = dict(
-        line.split("=", 1)
-        for line in str(printed).splitlines()
-        if line.startswith(("CUDACXX=", "CUDAToolkit_ROOT=", "CUOBJDUMP="))
-    )
     dist = ROOT / outdir
-    shutil.rmtree(dist, ignore_errors=True)
-    define = [f"-Ccmake.define.CMAKE_CUDA_ARCHITECTURES={architectures}"] if architectures else []
-    env = {
-        "CUDACXX": toolchain["CUDACXX"],
-        "CUDAToolkit_ROOT": toolchain["CUDAToolkit_ROOT"],
-        "SCALE_LIB_CUDA": "ON",
-        "SKBUILD_BUILD_DIR": f"build/{outdir}",
-        **_release_env(session),
-    }
-    start = time.monotonic()
-    session.run("python", "-m", "build", "--wheel", "--outdir", str(dist), *define, env=env)
-    session.log(f"built in {time.monotonic() - start:.0f} s")
+    toolchain = _build_cuda(session, cuda, dist, architectures)
     wheels = _manylinux(session, dist)
     session.run(
         "python", "tools/check_wheel.py", "--cuda", cuda, "--archs", architectures or "default",
@@ -449,7 +476,7 @@ def _build_cuda_wheel(session: nox.Session, cuda: str, outdir: str, architecture
 
 @nox.session(python=PYTHON)
 def build_cuda12(session: nox.Session) -> None:
-    """The release wheel: CUDA 12.4, every default architecture, into dist-cu12/."""
+    """A CUDA 12.4 wheel (one library), every default architecture, into dist-cu12/."""
     _build_cuda_wheel(session, CUDA_RELEASE, "dist-cu12", None)
 
 
@@ -461,28 +488,84 @@ def build_cuda12_ci(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def build_cuda13(session: nox.Session) -> None:
-    """The CUDA 13.0 wheel, every default architecture, into dist-cu13/."""
+    """A CUDA 13.0 wheel (one library), every default architecture, into dist-cu13/."""
     _build_cuda_wheel(session, "13.0", "dist-cu13", None)
 
 
 # [build_cuda.end]
 
 
+# [build_release.begin]
+# The release wheel's libraries: the CUDA toolchain of each and its name. The CUDA 12 library
+# runs on every driver from R525 (CUDA 12.0); the CUDA 13 one needs R580 (CUDA 13.0) and has
+# machine code for every GPU CUDA 13 knows, Blackwell's included. The import loads one of them
+# (python/scale_lib/_lib.py: choose_library).
+RELEASE_LIBRARIES = {CUDA_RELEASE: "scale_lib_cu12", "13.0": "scale_lib_cu13"}
+# SCALE_LIB_RELEASE_ARCHITECTURES="<cuda 12 list>|<cuda 13 list>": other architectures than the
+# CMakeLists.txt defaults (a quick local check; the checks then expect those).
+RELEASE_ARCHITECTURES = os.environ.get("SCALE_LIB_RELEASE_ARCHITECTURES")
+
+
+@nox.session(python=PYTHON)
+def build_release(session: nox.Session) -> None:
+    """The release wheel, into dist-release/: a CUDA 12.4 and a CUDA 13.0 library, every default
+    architecture of each, built against the old runtime (tools/sysroot.py), merged into one wheel
+    (tools/merge_wheels.py), retagged and load-tested (tools/manylinux.py), checked
+    (tools/check_wheel.py: each library's runtime, architectures and driver floor), then
+    installed and imported with each library forced."""
+    if "CUDAARCHS" in os.environ:
+        session.error("unset CUDAARCHS: this session chooses the architectures")
+    session.install("build")
+    lists = RELEASE_ARCHITECTURES.split("|") if RELEASE_ARCHITECTURES else [None, None]
+    dist = ROOT / "dist-release"
+    shutil.rmtree(dist, ignore_errors=True)
+    built, forbid = [], ["--forbid-path", str(SYSROOT)]
+    for (cuda, library), architectures in zip(RELEASE_LIBRARIES.items(), lists, strict=True):
+        part = ROOT / "build" / f"dist-release-{library}"
+        toolchain = _build_cuda(session, cuda, part, architectures, library)
+        built += [str(w) for w in part.glob("*.whl")]
+        forbid += ["--forbid-path", toolchain["CUDAToolkit_ROOT"]]
+    session.run("python", "tools/merge_wheels.py", "--out-dir", str(dist), *built, env=_archive_time())
+    wheels = _manylinux(session, dist)
+    if RELEASE_ARCHITECTURES:
+        for (cuda, library), architectures in zip(RELEASE_LIBRARIES.items(), lists, strict=True):
+            session.log(f"lib{library}.so: CUDA {cuda} for {architectures} (not the default list)")
+    else:
+        libraries = [f"--library={library}={cuda}" for cuda, library in RELEASE_LIBRARIES.items()]
+        session.run(
+            "python", "tools/check_wheel.py", *libraries, "--cuobjdump", toolchain["CUOBJDUMP"],
+            *forbid, *wheels,
+        )  # fmt: skip
+    # Installed, it imports either library (SCALE_LIB_CUDA_MAJOR) and runs on the CPU.
+    session.install("--force-reinstall", "--no-deps", *wheels)
+    session.install("numpy")
+    for major in ("12", "13"):
+        session.run("python", "-m", "scale_lib", env={"SCALE_LIB_CUDA_MAJOR": major})
+
+
+# [build_release.end]
+
+
 @nox.session(python=PYTHON)
 def tests_release(session: nox.Session) -> None:
-    """The suite, with NumPy, against the release wheel `build_cuda12` left in dist-cu12/ (the
-    file that would be published, not a build from these sources)."""
-    wheels = sorted((ROOT / "dist-cu12").glob("*.whl"))
+    """The suite, with NumPy, against the release wheel `build_release` left in dist-release/
+    (the file that would be published, not a build from these sources): the library the import
+    chooses here, then the library choice and the driver checks with the CUDA 13 one forced."""
+    wheels = sorted((ROOT / "dist-release").glob("*.whl"))
     if len(wheels) != 1:
-        session.error(f"expected one wheel in dist-cu12/, found {len(wheels)}: run nox -s build_cuda12")
+        session.error(f"expected one wheel in dist-release/, found {len(wheels)}: run nox -s build_release")
     session.install("--force-reinstall", "--no-deps", str(wheels[0]))
     session.install(f"{wheels[0]}[test]")
     session.run(
         "python",
         "-c",
-        "import scale_lib, sys; print(scale_lib.__file__); sys.exit(not scale_lib.cuda_available())",
+        "import scale_lib, sys; print(scale_lib.__file__, scale_lib.build_info()['library']); "
+        "sys.exit(not scale_lib.cuda_available())",
     )
     session.run("pytest", *(session.posargs or ["-q"]))
+    if not session.posargs:
+        forced = {"SCALE_LIB_CUDA_MAJOR": "13"}
+        session.run("pytest", "-q", "tests/test_cuda_library.py", "tests/test_compat.py", env=forced)
 
 
 @nox.session(python=PYTHON)
