@@ -118,4 +118,4 @@ def test_the_switch_forces_either_library(major: int) -> None:
 def test_python_m_scale_lib_names_the_library_and_why() -> None:
     info = scale_lib.build_info()
     child = subprocess.run([sys.executable, "-m", "scale_lib"], capture_output=True, text=True)
-    assert f"  library: {info['library']} ({info['library_reason']})" in child.stdout.splitlines()
+    assert f"  library: {info['library']}: {info['library_reason']}" in child.stdout.splitlines()
