@@ -290,6 +290,7 @@ def lint(session: nox.Session) -> None:
 def docs(session: nox.Session) -> None:
     """Build the Sphinx site with warnings as errors (the API reference imports scale_lib)."""
     session.install(".[docs]", env=CPU_ONLY)
+    session.run("python", "tools/render_docs.py", "--check")  # every rendered number is current
     shutil.rmtree(ROOT / "docs" / "_build", ignore_errors=True)
     session.run(
         "sphinx-build", "-W", "--keep-going", "-b", "html", "docs", "docs/_build/html", *session.posargs

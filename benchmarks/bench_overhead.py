@@ -672,6 +672,79 @@ def run_decode(device: str, sample_s: float, repeats: int, quick: bool) -> list[
     return rows
 
 
+def decode_step_jnp(x: Any, w1: Any, w2: Any) -> Any:
+    """The same chain written with jax.numpy (XLA fuses it under jax.jit)."""
+    import jax
+    import jax.numpy as jnp
+
+    def rms_norm(h: Any, w: Any) -> Any:
+        h32 = h.astype(jnp.float32)
+        y = h32 * jax.lax.rsqrt(jnp.mean(jnp.square(h32), axis=-1, keepdims=True) + EPS)
+        return (y * w.astype(jnp.float32)).astype(h.dtype)
+
+    x = x + rms_norm(x, w1) * 0.5
+    return x + 0.5 * (rms_norm(x, w2) * 2.0)
+
+
+JAX_DECODE_BATCHES = (1, 8, 64, 256)
+
+
+def run_decode_jax(device: str, sample_s: float, repeats: int, quick: bool) -> list[dict[str, Any]]:
+    """The decode step under jax.jit: scale_lib's ops (one XLA custom call each) against the
+    jnp chain, which XLA fuses."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    rows = []
+    steps = {"scale_lib": jax.jit(decode_step_scale_lib), "jnp": jax.jit(decode_step_jnp)}
+    for batch in JAX_DECODE_BATCHES[:1] if quick else JAX_DECODE_BATCHES:
+        key = jax.random.PRNGKey(batch)
+        x, w1, w2 = (
+            jax.random.normal(k, s, jnp.float32).astype(jnp.bfloat16)
+            for k, s in zip(jax.random.split(key, 3), ((batch, HIDDEN), (HIDDEN,), (HIDDEN,)), strict=True)
+        )
+        expected = np.asarray(steps["jnp"](x, w1, w2).astype(jnp.float32))
+        impls: dict[str, Fn] = {}
+        works: dict[str, bool] = {}
+        errors: dict[str, str] = {}
+        for name, step in steps.items():
+            try:
+                got = np.asarray(step(x, w1, w2).astype(jnp.float32))
+                works[name] = bool(np.allclose(got, expected, rtol=5e-2, atol=5e-2))
+                impls[name] = lambda step=step: step(x, w1, w2)
+            except Exception as err:  # noqa: BLE001 - recorded: the report marks the case missed
+                works[name], errors[name] = False, f"{type(err).__name__}: {err}"[:500]
+        timings = per_call_us(impls, sample_s, repeats, jax.block_until_ready) if impls else {}
+        rows.append(
+            {
+                "array": f"jax {device}",
+                "mode": "jax.jit",
+                "batch": batch,
+                "shape": [batch, HIDDEN],
+                "dtype": "bfloat16",
+                "works": works,
+                "errors": errors,
+                "impls": [{"label": name, **t} for name, t in timings.items()],
+            }
+        )
+        cells = ", ".join(f"{name} {t['median_us']:.2f}" for name, t in timings.items())
+        print(f"decode jax {device} B={batch:<3d} jax.jit {cells} {errors or ''}", flush=True)
+    return rows
+
+
+def _jax_decode_device(wanted: str) -> str | None:
+    """JAX's default backend when it is one this run measures ("cpu" or "gpu"), else None."""
+    try:
+        import jax
+    except ImportError:
+        return None
+    backend = jax.default_backend()
+    if backend == "cpu":
+        return "cpu" if wanted in ("cpu", "all") else None
+    return backend if wanted in ("cuda", "all") and scale_lib.cuda_available() else None
+
+
 def _close(got: Any, expected: Any) -> bool:
     import torch
 
@@ -813,6 +886,9 @@ def main() -> None:
         with torch.no_grad():  # inference
             capture.append(no_graph_break(device))
             decode += run_decode(device, sample_s, repeats, args.quick)
+    jax_device = _jax_decode_device(args.device)
+    if jax_device is not None:
+        decode += run_decode_jax(jax_device, sample_s, repeats, args.quick)
     # /op: rms_norm, axpby
     data = {
         "environment": common.environment(),

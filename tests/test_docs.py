@@ -448,3 +448,121 @@ def test_every_transformation_row_names_a_test_that_exists() -> None:
         if not path.is_file() or not re.search(rf"^def {name}\(", path.read_text(), re.M):
             problems.append(f"row naming a test that does not exist: {named.group(0)}")
     assert not problems, "\n".join(problems)
+
+
+# -- numbers in prose: each from its source -------------------------------------------------------
+# A number a reader acts on (a size, a time, a ratio, a count of elements or threads, a version
+# floor) is rendered from its source by tools/render_docs.py (<!-- render: ... --> spans: constants
+# of the code, benchmark and check output, pyproject.toml and noxfile.py), or its paragraph, list
+# item or table row says where it comes from: <!-- source: PATH --> (a file of the repository: a
+# benchmark's JSON, a check's output), <!-- source: https://... --> (a vendor's documentation) or
+# <!-- source: past run: WHAT --> (a run whose output the repository does not keep). Snippets and
+# included code are checked above; spelled-out amounts ("a few minutes") are not numbers here.
+_NUMBER = r"(?:\d+\^)?\d[\d,]*(?:\.\d+)*"
+_RANGE = rf"{_NUMBER}(?:\s?(?:-|\u2013|to)\s?{_NUMBER})?"
+_UNIT = (
+    r"(?:[KMGT]i?B(?:/s)?|bytes?|ns|µs|us|ms|s|seconds?|minutes?|hours?|%|x(?!\s?\d)|\u00d7|elements?|threads?"
+    r"|cores?|registers?|calls?|samples?|rounds?|packs?|blocks?|warps?)"
+)
+STATED = re.compile(
+    rf"(?<![\w.^/-])(?:{_RANGE}(?: ?\n? *| ){_UNIT}(?!\w)|>=\s?{_NUMBER}|{_NUMBER}\+(?![\w+])"
+    rf"|{_NUMBER},? (?:or|and) (?:newer|later))"
+)
+SOURCE = re.compile(r"<!-- source: (?P<what>.+?) -->", re.DOTALL)
+BLOCK_START = re.compile(r"^\s*(?:\||[-*] |\d+\. |#)")
+
+
+def _blocks(text: str):
+    """(line, text) of each paragraph, list item, table row and heading of a page, fenced code
+    blanked (its snippets are run or marked)."""
+    text = FENCE.sub(lambda m: "\n" * m.group().count("\n"), text)
+    text = INCLUDE.sub(lambda m: "\n" * m.group().count("\n"), text)
+    block: list[str] = []
+    start = 1
+    for number, line in enumerate([*text.split("\n"), ""], 1):
+        if not line.strip() or BLOCK_START.match(line):
+            if any(b.strip() for b in block):
+                yield start, "\n".join(block)
+            block, start = ([line] if line.strip() else []), (number if line.strip() else number + 1)
+        else:
+            block.append(line)
+
+
+def _unsourced(text: str, renderer: dict) -> tuple[list[tuple[int, str]], list[str]]:
+    """(line, number) of each number stated without a source, and the bad source marks."""
+    unsourced, bad = [], []
+    for line, block in _blocks(text):
+        marks = SOURCE.findall(block)
+        if re.search(r"^ {0,3}<!-- source:", block, re.MULTILINE):
+            bad.append(f"{line}: a source mark starts a line, which Markdown then reads as raw HTML")
+        for what in marks:
+            path = what.strip()
+            if not (path.startswith(("https://", "past run: ")) or (ROOT / path.split("#")[0]).exists()):
+                bad.append(f"{line}: source: {what} (no such file)")
+        cells = (
+            [c.strip() for c in block.strip().strip("|").split("|")] if block.lstrip().startswith("|") else []
+        )
+        if marks or (cells and cells[0] in renderer["PLATFORM_ROWS"]):
+            continue
+        prose = renderer["SPAN"].sub(" ", block)
+        prose = re.sub(r"<!--.*?-->", " ", prose, flags=re.DOTALL)
+        unsourced += [(line, m.group()) for m in STATED.finditer(prose)]
+    return unsourced, bad
+
+
+def _renderer() -> dict:
+    import runpy
+
+    return runpy.run_path(str(ROOT / "tools" / "render_docs.py"))
+
+
+@pytest.mark.skipif(not (ROOT / "tools" / "render_docs.py").is_file(), reason="no tools/render_docs.py here")
+def test_every_number_stated_comes_from_its_source() -> None:
+    renderer, problems = _renderer(), []
+    for page in PAGES:
+        where = page.relative_to(ROOT)
+        unsourced, bad = _unsourced(page.read_text(), renderer)
+        problems += [f"{where}:{line}: {number!r} has no source" for line, number in unsourced]
+        problems += [f"{where}:{b}" for b in bad]
+    assert not problems, (
+        "numbers the docs state that no source backs (render them with tools/render_docs.py, or mark "
+        "the paragraph <!-- source: PATH -->; see this test's comment):\n" + "\n".join(problems)
+    )
+
+
+@pytest.mark.skipif(not (ROOT / "tools" / "render_docs.py").is_file(), reason="no tools/render_docs.py here")
+def test_every_rendered_number_is_current() -> None:
+    renderer, problems = _renderer(), []
+    for page in PAGES:
+        for line, spec, shown, value in renderer["stale"](page.read_text()):
+            problems.append(
+                f"{page.relative_to(ROOT)}:{line}: {spec}: shows {shown!r}, the source gives {value!r}"
+            )
+    assert not problems, "stale numbers (python3 tools/render_docs.py renders them):\n" + "\n".join(problems)
+
+
+@pytest.mark.skipif(not (ROOT / "tools" / "render_docs.py").is_file(), reason="no tools/render_docs.py here")
+def test_number_check_sees_unsourced_numbers() -> None:
+    # The check above on pages it must read: a number with a unit, a range, a floor; a rendered
+    # number, a marked paragraph and a snippet, which pass.
+    renderer = _renderer()
+    page = (
+        "Took 171 s on two cores; 1.5-5 µs a call.\n\nNeeds PyTorch >= 2.11, CUDA 12.0 or newer.\n\n"
+        "From <!-- render: python -->3.11<!-- /render -->, fine.\n\n"
+        "Ran at 808 GB/s.<!-- source: pyproject.toml -->\n\n"
+        "- 12% slower\n- 3 µs <!-- source: past run: x -->\n\n"
+        "```bash\nsleep 10 s\n```\n\nSee <!-- source: no/such/file.json --> 2x.\n"
+    )
+    unsourced, bad = _unsourced(page, renderer)
+    assert [n for _, n in unsourced] == ["171 s", "1.5-5 µs", ">= 2.11", "12.0 or newer", "12%"]
+    assert [line for line, _ in unsourced] == [1, 1, 3, 3, 9]
+    assert len(bad) == 1 and "no/such/file.json" in bad[0]
+    assert renderer["render"]("const kernels/cpu_parallel.h 2 * kMinItemsPerThread | n") == "65,536"
+    assert renderer["render"]("const kernels/cpu_parallel.h kMinItemsPerThread * 4 | bytes") == "128 KiB"
+    assert "code" in renderer["stale"]("`>= <!-- render: python -->3.11<!-- /render -->`")[0][3]
+    assert "raw HTML" in renderer["stale"]("a\n  <!-- render: python -->3.11<!-- /render --> b")[0][3]
+    assert renderer["stale"]("a <!-- render: python -->2.7<!-- /render -->")[0][1:] == (
+        "python",
+        "2.7",
+        renderer["render"]("python"),
+    )

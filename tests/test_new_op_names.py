@@ -1,6 +1,8 @@
 """tools/new_op.py refuses an op name that would break the library, saying why, before it
-writes anything: a Python or C++ keyword, or a name the package, its ``ops`` module or the
-library's exports already bind (the op would be hidden behind it)."""
+writes anything: a Python or C++ keyword, a name the package, its ``ops`` module or the
+library's exports already bind (the op would be hidden behind it), a builtin or standard module
+the package uses, or a header its ``kernels/<op>.h`` would shadow (``kernels/`` is an include
+directory: ``kernels/errno.h`` would stand in for ``<errno.h>`` and the library would not compile)."""
 
 from __future__ import annotations
 
@@ -31,6 +33,11 @@ def _status() -> str:
         ("match", "keyword"),
         ("union", "C\\+\\+ keyword"),
         ("Fused", "lowercase"),
+        ("errno", "shadow the header <errno.h>"),  # C's standard headers
+        ("stdint", "shadow the header <stdint.h>"),
+        ("tvm_ffi_utils", "shadow the header"),  # the project's own include/
+        ("len", "builtin"),  # ops.py would call the op for len()
+        ("ctypes", "standard module"),  # a module the package imports
     ],
 )
 def test_new_op_refuses_names_that_would_break_the_library(name: str, why: str) -> None:

@@ -39,7 +39,9 @@ from __future__ import annotations
 
 import argparse
 import ast
+import builtins
 import keyword
+import os
 import re
 import runpy
 import shutil
@@ -1262,8 +1264,101 @@ def bound_names(library: str) -> set[str]:
     return names
 
 
+# C's standard headers (C23). kernels/ is an include directory of the build (-I, searched before
+# the system's), so an op's kernels/<op>.h would stand in for <op.h> wherever a source or the
+# compiler's own headers include it: kernels/errno.h for the <errno.h> that <cerrno> includes.
+C_HEADERS = frozenset(
+    [
+        "assert",
+        "complex",
+        "ctype",
+        "errno",
+        "fenv",
+        "float",
+        "inttypes",
+        "iso646",
+        "limits",
+        "locale",
+        "math",
+        "setjmp",
+        "signal",
+        "stdalign",
+        "stdarg",
+        "stdatomic",
+        "stdbit",
+        "stdbool",
+        "stdckdint",
+        "stddef",
+        "stdint",
+        "stdio",
+        "stdlib",
+        "stdnoreturn",
+        "string",
+        "tgmath",
+        "threads",
+        "time",
+        "uchar",
+        "wchar",
+        "wctype",
+    ]
+)
+
+
+def _include_dirs() -> list[Path]:
+    """The system include directories of this machine's C++ compiler and of CUDA, where found."""
+    dirs = []
+    compiler = shutil.which(os.environ.get("CXX", "c++"))
+    if compiler:
+        probe = subprocess.run(
+            [compiler, "-xc++", "-E", "-v", os.devnull], capture_output=True, text=True, check=False
+        )
+        listed = re.search(r"#include <\.\.\.> search starts here:\n(.*?)\nEnd of search", probe.stderr, re.S)
+        dirs += [Path(d.strip()) for d in listed.group(1).splitlines()] if listed else []
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        dirs.append(Path(nvcc).resolve().parent.parent / "include")
+    return [d for d in dirs if d.is_dir()]
+
+
+def shadowed_headers() -> set[str]:
+    """The names X for which kernels/X.h would shadow another header: C's standard headers, the
+    project's own (include/), every <X.h> its sources include, and the headers at the top of the
+    compiler's and CUDA's include directories."""
+    names = set(C_HEADERS) | {p.stem for p in (ROOT / "include").glob("*.h")}
+    for folder in ("kernels", "bindings", "include"):
+        for source in (ROOT / folder).rglob("*"):
+            if source.suffix in {".h", ".cuh", ".cu", ".cc"}:
+                names |= set(re.findall(r"#\s*include\s*[<\"](\w+)\.h[>\"]", source.read_text()))
+    for folder in _include_dirs():
+        names |= {p.stem for p in folder.glob("*.h")}
+    return names - _existing_ops(library_name())
+
+
+def python_names_used(library: str) -> set[str]:
+    """Builtins (len, max, ...) and the standard library modules the package uses: an op's
+    function in ops.py and the package namespace would hide them."""
+    used = set(dir(builtins))
+    for module in (ROOT / "python" / library).glob("*.py"):
+        for node in ast.walk(ast.parse(module.read_text())):
+            if isinstance(node, ast.Import):
+                used |= {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                used.add(node.module.split(".")[0])
+    return {n for n in used if n in sys.stdlib_module_names or n in dir(builtins)}
+
+
 def _op_name(name: str, library: str) -> str:
     _identifier(name, "op name")
+    if name in python_names_used(library):
+        sys.exit(
+            f"error: op name {name!r} would shadow the Python builtin or standard module {library} uses; "
+            "choose another name"
+        )
+    if name in shadowed_headers():
+        sys.exit(
+            f"error: op name {name!r} would make kernels/{name}.h shadow the header <{name}.h> "
+            "(kernels/ is an include directory); choose another name"
+        )
     if name in bound_names(library) - _existing_ops(library):
         sys.exit(
             f"error: op name {name!r} is already bound by {library} (its package, ops.py or its "

@@ -66,6 +66,15 @@ def tool_python(root: Path) -> Path:
     return python
 
 
+def _reachable(src: str) -> bool:
+    """Whether copier can find the template at src: a URL, or a folder other than this project
+    that holds a copier.yml (a relative path is read from this project, as copier reads it)."""
+    if re.match(r"^(\w+://|git@|gh:|gl:)", src):
+        return True
+    folder = (ROOT / src).resolve()
+    return folder != ROOT and (folder / "copier.yml").is_file()
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("ref", nargs="?", help="template tag or commit (default: the newest)")
@@ -81,6 +90,13 @@ def main(argv: list[str]) -> int:
         answers.write_text(text)
         subprocess.run(
             ["git", "-C", str(ROOT), "commit", "-q", "-m", "Template moved", "--", ANSWERS], check=True
+        )
+    source = re.search(r"^_src_path: (.*)$", answers.read_text(), flags=re.MULTILINE)
+    if source and not _reachable(source.group(1).strip().strip("'\"")):
+        sys.exit(
+            f"error: {ANSWERS} records the template as {source.group(1)!r}, a path that is not the "
+            "template from here (copier records a relative path as given, such as the '.' of "
+            "`copier copy . ../my_kernels`): pass --template /path/to/the/template"
         )
     command = [
         str(tool_python(ROOT)),

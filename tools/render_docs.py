@@ -1,0 +1,283 @@
+#!/usr/bin/env python3
+"""The numbers the docs state, rendered from where they come from: python3 tools/render_docs.py
+
+A page marks a number it takes from a source with a render span, and this script writes the
+number between the marks (``--check``: changes nothing, lists every span that is stale):
+
+    from <!-- render: const kernels/cpu_parallel.h 2 * kMinItemsPerThread -->65,536<!-- /render -->
+    PyTorch >= <!-- render: floor torch -->2.13<!-- /render -->
+
+The kinds of span (KINDS below; a fork adds its own the same way):
+
+    const FILE EXPR [| FORMAT]   an expression over constants FILE defines: C++ `NAME = VALUE;`
+                                 (constexpr, `int64_t{1} << 15` and the like) or Python `NAME = VALUE`
+    json FILE PATH [/ PATH] [| FORMAT]   a value of a JSON file (a benchmark's or a check's
+                                 output), or the ratio of two: PATH is keys and indices joined by
+                                 dots, `list[key=value,...]` picks the element of a list by its
+                                 fields: calls[op=scale,array=numpy cpu].impls[label=x * f].median_us
+    floor DIST                   the lowest release of DIST that pyproject.toml declares (>=X);
+                                 noxfile.py's LOWEST must install that release (tests_lowest)
+    pin DIST                     the release of DIST the build compiles against (build-system
+                                 requires DIST==X)
+    python                       the lowest Python, pyproject.toml's requires-python
+
+FORMAT: `n` (65,536), `pow2` (2^15), `bytes` (256 KiB, 2.7 MiB), `str`, or a Python format spec
+(`.1f`). The support table's platform rows (the NVIDIA driver, GPUs and CPUs: README.md) are the
+release checks' to render: PLATFORM_ROWS names them until a kind renders them from those checks'
+output; tests/test_docs.py accepts their numbers meanwhile and no other unsourced number.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import operator
+import re
+import sys
+import tomllib
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SPAN = re.compile(r"<!-- render: (?P<spec>.+?) -->(?P<body>.*?)<!-- /render -->", re.DOTALL)
+# The support table's rows that the release checks render (README.md): their cells' numbers are
+# those checks' until a kind here renders them.
+PLATFORM_ROWS = ("NVIDIA driver", "GPUs", "CPUs")
+
+
+def pages() -> list[Path]:
+    """The pages people read: README.md, CONTRIBUTING.md and docs/ (not the docs build's output)."""
+    top = [p for p in (ROOT / "README.md", ROOT / "CONTRIBUTING.md") if p.is_file()]
+    docs = ROOT / "docs"
+    return top + sorted(p for p in docs.rglob("*.md") if not {"_build", "_generated"} & set(p.parts))
+
+
+# -- values --------------------------------------------------------------------------------------
+_OPS: dict[type, Callable] = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.LShift: operator.lshift,
+    ast.RShift: operator.rshift,
+    ast.Pow: operator.pow,
+}
+
+
+def _constants(path: Path) -> dict[str, str]:
+    """NAME -> the text of its value, for every `NAME = VALUE;` (C++) or `NAME = VALUE` (Python)."""
+    text = path.read_text()
+    if path.suffix == ".py":
+        found = re.findall(r"^([A-Za-z_]\w*)(?:: [^=\n]+)? = ([^\n#]+)", text, re.MULTILINE)
+    else:
+        found = re.findall(r"\b([A-Za-z_]\w*) = ([^;{}]+(?:\{[^}]*\}[^;{}]*)*);", text)
+    values: dict[str, str] = {}
+    for name, value in found:
+        values.setdefault(name, value.strip())
+    return values
+
+
+def _evaluate(expr: str, names: dict[str, str], seen: tuple[str, ...] = ()) -> float | int:
+    # C++ spellings of a number: int64_t{1}, 1u, 100ull, std::chrono::microseconds(100).
+    expr = re.sub(r"\b(?:std::)?\w+_t\{([^}]*)\}", r"(\1)", expr)
+    expr = re.sub(r"\bstd::chrono::\w+\(([^)]*)\)", r"(\1)", expr)
+    expr = re.sub(r"\b(\d+)(?:[uU]?[lL]{0,2}|[lL]{1,2}[uU]?)\b", r"\1", expr).replace("'", "")
+
+    def value(node: ast.AST) -> float | int:
+        if isinstance(node, ast.Constant) and isinstance(node.value, int | float):
+            return node.value
+        if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
+            return _OPS[type(node.op)](value(node.left), value(node.right))
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            return -value(node.operand)
+        if isinstance(node, ast.Name) and node.id in names and node.id not in seen:
+            return _evaluate(names[node.id], names, (*seen, node.id))
+        raise ValueError(f"cannot evaluate {ast.unparse(node)!r} (in {expr!r})")
+
+    return value(ast.parse(expr, mode="eval").body)
+
+
+def _format(value: object, fmt: str) -> str:
+    if fmt == "str":
+        return str(value)
+    if fmt == "n":
+        return f"{value:,}"
+    if fmt == "pow2":
+        if not isinstance(value, int) or value <= 0 or value & (value - 1):
+            raise ValueError(f"{value} is not a power of two")
+        return f"2^{value.bit_length() - 1}"
+    if fmt == "bytes":
+        size, unit = float(value), "bytes"  # type: ignore[arg-type]
+        for bigger in ("KiB", "MiB", "GiB"):
+            if size < 1024:
+                break
+            size, unit = size / 1024, bigger
+        return f"{size:.0f} {unit}" if size == int(size) else f"{size:.1f} {unit}"
+    return format(value, fmt)
+
+
+def _split_format(args: str, default: str) -> tuple[str, str]:
+    what, _, fmt = args.partition("|")
+    return what.strip(), fmt.strip() or default
+
+
+def render_const(args: str) -> str:
+    spec, fmt = _split_format(args, "n")
+    file, expr = spec.split(maxsplit=1)
+    return _format(_evaluate(expr, _constants(ROOT / file)), fmt)
+
+
+def _lookup(data: object, path: str) -> object:
+    """The value at path: keys and list indices by dots; `name[k=v,k=v]` is the one element of
+    the list `name` whose fields k have the values v (calls[op=scale,array=numpy cpu])."""
+    for part in re.findall(r"[^.\[]+(?:\[[^\]]*\])?", path):
+        name, _, select = part.partition("[")
+        if name:
+            data = data[int(name)] if isinstance(data, list) else data[name]  # type: ignore[index]
+        if select:
+            pairs = re.split(r",\s*(?=[\w.]+=)", select.rstrip("]"))  # a value may hold ", "
+            wanted = dict(kv.split("=", 1) for kv in pairs)
+            found = [
+                item
+                for item in data  # type: ignore[union-attr]
+                if all(str(_lookup(item, k.strip())) == v.strip() for k, v in wanted.items())
+            ]
+            if len(found) != 1:
+                raise KeyError(f"{len(found)} elements match [{select}")
+            data = found[0]
+    return data
+
+
+def render_json(args: str) -> str:
+    spec, fmt = _split_format(args, "str")
+    file, paths = spec.split(maxsplit=1)
+    data = json.loads((ROOT / file).read_text())
+    values = [
+        float(path) if re.fullmatch(r"\s*[\d.]+\s*", path) else _lookup(data, path.strip())
+        for path in paths.split(" / ")
+    ]
+    value = values[0] if len(values) == 1 else values[0] / values[1]  # type: ignore[operator]
+    return _format(value, fmt)
+
+
+def _pyproject() -> dict:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())
+
+
+def _lowest() -> dict[str, str]:
+    """noxfile.py's LOWEST: what tests_lowest installs."""
+    tree = ast.parse((ROOT / "noxfile.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "LOWEST" for t in node.targets):
+            return ast.literal_eval(node.value)
+    raise ValueError("noxfile.py defines no LOWEST")
+
+
+def _release(version: str) -> tuple[str, ...]:
+    """A release without its trailing zeros: 2.13 and 2.13.0 are one release."""
+    parts = version.split(".")
+    while len(parts) > 1 and parts[-1] == "0":
+        parts.pop()
+    return tuple(parts)
+
+
+def render_floor(args: str) -> str:
+    dist = args.strip()
+    project = _pyproject()["project"]
+    requirements = [
+        *project["dependencies"],
+        *(r for extra in project["optional-dependencies"].values() for r in extra),
+    ]
+    floors = {
+        m.group(1): m.group(2)
+        for r in requirements
+        if (m := re.match(r"([A-Za-z0-9_.-]+)\s*(?:\[[^\]]*\])?\s*>=\s*([\w.]+)", r))
+    }
+    if dist not in floors:
+        raise ValueError(f"pyproject.toml declares no floor (>=) for {dist}")
+    lowest = _lowest()
+    if dist in lowest and _release(lowest[dist]) != _release(floors[dist]):
+        raise ValueError(
+            f"pyproject.toml's floor of {dist} is {floors[dist]}, but tests_lowest (noxfile.py LOWEST) "
+            f"installs {lowest[dist]}: the floor stated would not be the one tested"
+        )
+    return floors[dist]
+
+
+def render_pin(args: str) -> str:
+    dist = args.strip()
+    for requirement in _pyproject()["build-system"]["requires"]:
+        m = re.fullmatch(rf"{re.escape(dist)}\s*==\s*([\w.]+)", requirement.strip())
+        if m:
+            return m.group(1)
+    raise ValueError(f"pyproject.toml's build requirements pin no release (==) of {dist}")
+
+
+def render_python(args: str) -> str:
+    requires = _pyproject()["project"]["requires-python"]
+    m = re.fullmatch(r">=\s*([\w.]+)", requires.strip())
+    if not m:
+        raise ValueError(f"requires-python {requires!r} is not a floor")
+    return m.group(1)
+
+
+KINDS: dict[str, Callable[[str], str]] = {
+    "const": render_const,
+    "json": render_json,
+    "floor": render_floor,
+    "pin": render_pin,
+    "python": render_python,
+}
+
+
+def render(spec: str) -> str:
+    kind, _, args = spec.partition(" ")
+    if kind not in KINDS:
+        raise ValueError(f"unknown render kind {kind!r} (known: {', '.join(KINDS)})")
+    return KINDS[kind](args)
+
+
+def stale(text: str) -> list[tuple[int, str, str, str]]:
+    """(line, spec, shown, rendered) of every span whose text is not what its source gives now."""
+    out = []
+    for m in SPAN.finditer(text):
+        line_before = text[text.rfind("\n", 0, m.start()) + 1 : m.start()]
+        try:
+            value = render(m.group("spec"))
+        except (OSError, ValueError, KeyError, IndexError, SyntaxError) as error:
+            value = f"<error: {error}>"
+        if line_before.count("`") % 2:  # Markdown shows a comment inside `code` as it is
+            value = "<error: the span is inside a `code` span; put it outside the backticks>"
+        elif not line_before.strip(" "):  # a line that starts with a comment is raw HTML
+            value = "<error: the span starts a line, which Markdown then reads as raw HTML>"
+        if value != m.group("body"):
+            out.append((text.count("\n", 0, m.start()) + 1, m.group("spec"), m.group("body"), value))
+    return out
+
+
+def rendered(text: str) -> str:
+    return SPAN.sub(
+        lambda m: f"<!-- render: {m.group('spec')} -->{render(m.group('spec'))}<!-- /render -->", text
+    )
+
+
+def main(argv: list[str]) -> int:
+    check = "--check" in argv
+    problems = 0
+    for page in pages():
+        text = page.read_text()
+        for line, spec, shown, value in stale(text):
+            problems += 1
+            print(f"{page.relative_to(ROOT)}:{line}: {spec}: shows {shown!r}, the source gives {value!r}")
+        if not check and SPAN.search(text):
+            new = rendered(text)
+            if new != text:
+                page.write_text(new)
+    if check and problems:
+        print("stale: run python3 tools/render_docs.py")
+    return 1 if check and problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
