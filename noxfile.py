@@ -13,12 +13,15 @@
                     retagged to the manylinux tag auditwheel computes, load-tested on that glibc
                     (tools/manylinux.py), checked (tag, contents, no build machine paths)
   reproducible      that release build from two directories: the wheels must be identical
-  build_cuda12      the release wheel: CUDA 12.4 from tools/cuda_toolchain.py, every default
-                    architecture, built, retagged and load-tested as `build` does, into
-                    dist-cu12/, checked (runtime, SASS + PTX per arch, size)
-  build_cuda12_ci   the same build for a subset of architectures (CI's compile check)
-  build_cuda13      the same with CUDA 13.0 (whole toolchain from PyPI), into dist-cu13/
-  tests_release     the suite with NumPy against the release wheel build_cuda12 left in dist-cu12/
+  build_release     the release wheel: a CUDA 12.4 library (tools/cuda_toolchain.py) and a CUDA
+                    13.0 one (NVIDIA's PyPI wheels), every default architecture of each, merged
+                    into one wheel, retagged and load-tested as `build` does, into dist-release/,
+                    checked (each library's runtime, SASS + PTX per arch, driver floor, size)
+  build_cuda12      a wheel with the CUDA 12.4 library alone, into dist-cu12/, checked likewise
+  build_cuda12_ci   the same build for a subset of architectures (a quick compile check)
+  build_cuda13      a wheel with the CUDA 13.0 library alone, into dist-cu13/
+  tests_release     the suite with NumPy against the release wheel build_release left in
+                    dist-release/
   build_aarch64     the aarch64 (SBSA) release wheel, cross-compiled here (CUDA 12.4, the old glibc's
                     arm64 runtime), into dist-aarch64/, retagged, load-tested under emulation, checked
   tests_aarch64     that wheel under emulation (qemu, an arm64 Python): the tests of every declared
@@ -171,7 +174,8 @@ def tests(session: nox.Session) -> None:
 GPU_FRAMEWORKS = [TORCH, "jax[cuda13]", "cupy-cuda13x", "paddlepaddle"]
 # SCALE_LIB_GPU_FRAMEWORKS=installed: a GPU host without a package index. The session's
 # environment sees the frameworks installed in the Python that runs nox, and the session installs
-# nothing but the wheel (SCALE_LIB_WHEEL, or the newest under dist-cu12/, dist-cu13/, dist/).
+# nothing but the wheel (SCALE_LIB_WHEEL, or the newest under dist-release/, dist-cu12/,
+# dist-cu13/, dist/).
 GPU_INSTALLED = os.environ.get("SCALE_LIB_GPU_FRAMEWORKS") == "installed"
 
 
@@ -182,7 +186,11 @@ def tests_gpu(session: nox.Session) -> None:
     want of a GPU or of its CUDA build, or the library has no CUDA."""
     if GPU_INSTALLED:
         wheel = os.environ.get("SCALE_LIB_WHEEL") or max(
-            (str(w) for d in ("dist-cu12", "dist-cu13", "dist") for w in (ROOT / d).glob("*.whl")),
+            (
+                str(w)
+                for d in ("dist-release", "dist-cu12", "dist-cu13", "dist")
+                for w in (ROOT / d).glob("*.whl")
+            ),
             key=os.path.getmtime,
             default="",
         )
@@ -445,47 +453,72 @@ def template(session: nox.Session) -> None:
 
 
 # [build_cuda.begin]
-def _build_cuda_wheel(
-    session: nox.Session, cuda: str, outdir: str, architectures: str | None, arch: str = "x86_64"
-) -> None:
-    """Fetch the CUDA toolchain, build the wheel with it into outdir, check and smoke-test it.
-    arch="aarch64": cross-compiled (tools/sysroot.py --arch aarch64), load-tested under
-    emulation; `tests_aarch64` runs it."""
-    if "CUDAARCHS" in os.environ:
-        session.error("unset CUDAARCHS: this session chooses the architectures")
-    session.install("build")
+def _cuda_toolchain(session: nox.Session, cuda: str, arch: str = "x86_64") -> dict[str, str]:
+    """Fetch the CUDA toolchain (tools/cuda_toolchain.py, cached in .cuda/<version>; for aarch64
+    the target's headers and runtime too): CUDACXX, CUDAToolkit_ROOT and CUOBJDUMP."""
     printed = session.run(
         "python", "tools/cuda_toolchain.py", cuda, "--dest", str(ROOT / ".cuda" / cuda), "--target", arch,
         silent=True,
     )  # fmt: skip
-    toolchain = dict(
+    return dict(
         line.split("=", 1)
         for line in str(printed).splitlines()
         if line.startswith(("CUDACXX=", "CUDAToolkit_ROOT=", "CUOBJDUMP="))
     )
-    dist = ROOT / outdir
+
+
+def _build_cuda(
+    session: nox.Session,
+    cuda: str,
+    dist: Path,
+    architectures: str | None,
+    library: str | None = None,
+    arch: str = "x86_64",
+) -> dict[str, str]:
+    """Build the wheel with that CUDA toolchain into dist (the library lib<library>.so, by
+    default libscale_lib.so); returns the toolchain. arch="aarch64": cross-compiled
+    (tools/sysroot.py --arch aarch64)."""
+    toolchain = _cuda_toolchain(session, cuda, arch)
     shutil.rmtree(dist, ignore_errors=True)
     define = [f"-Ccmake.define.CMAKE_CUDA_ARCHITECTURES={architectures}"] if architectures else []
+    if library:
+        define.append(f"-Ccmake.define.SCALE_LIB_LIBRARY_NAME={library}")
+    if cuda.startswith("13"):
+        define.append("-Ccmake.version=>=4.0")  # CMake 4 takes CUDA 13's family targets (100f)
+    if arch != "x86_64":
+        # The target's libtvm_ffi.so to link against, and the wheel's platform tag (the build's
+        # Python is this machine's); auditwheel then computes its manylinux tag.
+        define += [
+            f"-Ccmake.define.SCALE_LIB_TVM_FFI_LIBRARY={_aarch64_tvm_ffi(session)}",
+            f"-Cwheel.tags=py3-none-linux_{arch}",
+        ]
     env = {
         "CUDACXX": toolchain["CUDACXX"],
         "CUDAToolkit_ROOT": toolchain["CUDAToolkit_ROOT"],
         "SCALE_LIB_CUDA": "ON",
-        "SKBUILD_BUILD_DIR": f"build/{outdir}",
+        "SKBUILD_BUILD_DIR": f"build/{dist.name}",
         **_release_env(session, arch),
     }
-    sysroot, manylinux = SYSROOTS[arch], []
-    if arch != "x86_64":
-        # The target's libtvm_ffi.so to link against, and the wheel's platform tag (the build's
-        # Python is this machine's); auditwheel then computes its manylinux tag.
-        tvm_ffi_lib = _aarch64_tvm_ffi(session)
-        define += [
-            f"-Ccmake.define.SCALE_LIB_TVM_FFI_LIBRARY={tvm_ffi_lib}",
-            f"-Cwheel.tags=py3-none-linux_{arch}",
-        ]
-        manylinux = ["--arch", arch, "--emulator", str(EMULATOR), "--tvm-ffi-lib", str(tvm_ffi_lib)]
     start = time.monotonic()
     session.run("python", "-m", "build", "--wheel", "--outdir", str(dist), *define, env=env)
-    session.log(f"built in {time.monotonic() - start:.0f} s")
+    session.log(f"CUDA {cuda} ({arch}): built in {time.monotonic() - start:.0f} s")
+    return toolchain
+
+
+def _build_cuda_wheel(
+    session: nox.Session, cuda: str, outdir: str, architectures: str | None, arch: str = "x86_64"
+) -> None:
+    """Fetch the CUDA toolchain, build the wheel with it into outdir, check and smoke-test it.
+    arch="aarch64": cross-compiled, load-tested under emulation; `tests_aarch64` runs it."""
+    if "CUDAARCHS" in os.environ:
+        session.error("unset CUDAARCHS: this session chooses the architectures")
+    session.install("build")
+    dist = ROOT / outdir
+    toolchain = _build_cuda(session, cuda, dist, architectures, arch=arch)
+    sysroot, manylinux = SYSROOTS[arch], []
+    if arch != "x86_64":
+        tvm_ffi_lib = _aarch64_tvm_ffi(session)
+        manylinux = ["--arch", arch, "--emulator", str(EMULATOR), "--tvm-ffi-lib", str(tvm_ffi_lib)]
     wheels = _manylinux(session, dist, manylinux)
     session.run(
         "python", "tools/check_wheel.py", "--cuda", cuda, "--archs", architectures or "default",
@@ -500,7 +533,7 @@ def _build_cuda_wheel(
 
 @nox.session(python=PYTHON)
 def build_cuda12(session: nox.Session) -> None:
-    """The release wheel: CUDA 12.4, every default architecture, into dist-cu12/."""
+    """A CUDA 12.4 wheel (one library), every default architecture, into dist-cu12/."""
     _build_cuda_wheel(session, CUDA_RELEASE, "dist-cu12", None)
 
 
@@ -512,7 +545,7 @@ def build_cuda12_ci(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def build_cuda13(session: nox.Session) -> None:
-    """The CUDA 13.0 wheel, every default architecture, into dist-cu13/."""
+    """A CUDA 13.0 wheel (one library), every default architecture, into dist-cu13/."""
     _build_cuda_wheel(session, "13.0", "dist-cu13", None)
 
 
@@ -530,21 +563,77 @@ def build_aarch64(session: nox.Session) -> None:
 # [build_cuda.end]
 
 
+# [build_release.begin]
+# The release wheel's libraries: the CUDA toolchain of each and its name. The CUDA 12 library
+# runs on every driver from R525 (CUDA 12.0); the CUDA 13 one needs R580 (CUDA 13.0) and has
+# machine code for every GPU CUDA 13 knows, Blackwell's included. The import loads one of them
+# (python/scale_lib/_lib.py: choose_library).
+RELEASE_LIBRARIES = {CUDA_RELEASE: "scale_lib_cu12", "13.0": "scale_lib_cu13"}
+# SCALE_LIB_RELEASE_ARCHITECTURES="<cuda 12 list>|<cuda 13 list>": other architectures than the
+# CMakeLists.txt defaults (a quick local check; the checks then expect those).
+RELEASE_ARCHITECTURES = os.environ.get("SCALE_LIB_RELEASE_ARCHITECTURES")
+
+
+@nox.session(python=PYTHON)
+def build_release(session: nox.Session) -> None:
+    """The release wheel, into dist-release/: a CUDA 12.4 and a CUDA 13.0 library, every default
+    architecture of each, built against the old runtime (tools/sysroot.py), merged into one wheel
+    (tools/merge_wheels.py), retagged and load-tested (tools/manylinux.py), checked
+    (tools/check_wheel.py: each library's runtime, architectures and driver floor), then
+    installed and imported with each library forced."""
+    if "CUDAARCHS" in os.environ:
+        session.error("unset CUDAARCHS: this session chooses the architectures")
+    session.install("build")
+    lists = RELEASE_ARCHITECTURES.split("|") if RELEASE_ARCHITECTURES else [None, None]
+    dist = ROOT / "dist-release"
+    shutil.rmtree(dist, ignore_errors=True)
+    built, forbid = [], ["--forbid-path", str(SYSROOT)]
+    for (cuda, library), architectures in zip(RELEASE_LIBRARIES.items(), lists, strict=True):
+        part = ROOT / "build" / f"dist-release-{library}"
+        toolchain = _build_cuda(session, cuda, part, architectures, library)
+        built += [str(w) for w in part.glob("*.whl")]
+        forbid += ["--forbid-path", toolchain["CUDAToolkit_ROOT"]]
+    session.run("python", "tools/merge_wheels.py", "--out-dir", str(dist), *built, env=_archive_time())
+    wheels = _manylinux(session, dist)
+    if RELEASE_ARCHITECTURES:
+        for (cuda, library), architectures in zip(RELEASE_LIBRARIES.items(), lists, strict=True):
+            session.log(f"lib{library}.so: CUDA {cuda} for {architectures} (not the default list)")
+    else:
+        libraries = [f"--library={library}={cuda}" for cuda, library in RELEASE_LIBRARIES.items()]
+        session.run(
+            "python", "tools/check_wheel.py", *libraries, "--cuobjdump", toolchain["CUOBJDUMP"],
+            *forbid, *wheels,
+        )  # fmt: skip
+    # Installed, it imports either library (SCALE_LIB_CUDA_MAJOR) and runs on the CPU.
+    session.install("--force-reinstall", "--no-deps", *wheels)
+    session.install("numpy")
+    for major in ("12", "13"):
+        session.run("python", "-m", "scale_lib", env={"SCALE_LIB_CUDA_MAJOR": major})
+
+
+# [build_release.end]
+
+
 @nox.session(python=PYTHON)
 def tests_release(session: nox.Session) -> None:
-    """The suite, with NumPy, against the release wheel `build_cuda12` left in dist-cu12/ (the
-    file that would be published, not a build from these sources)."""
-    wheels = sorted((ROOT / "dist-cu12").glob("*.whl"))
+    """The suite, with NumPy, against the release wheel `build_release` left in dist-release/
+    (the file that would be published, not a build from these sources): the library the import
+    chooses here, then the library choice and the driver checks with the CUDA 13 one forced."""
+    wheels = sorted((ROOT / "dist-release").glob("*.whl"))
     if len(wheels) != 1:
-        session.error(f"expected one wheel in dist-cu12/, found {len(wheels)}: run nox -s build_cuda12")
+        session.error(f"expected one wheel in dist-release/, found {len(wheels)}: run nox -s build_release")
     session.install("--force-reinstall", "--no-deps", str(wheels[0]))
     session.install(f"{wheels[0]}[test]")
     session.run(
         "python",
         "-c",
-        "import scale_lib, sys; print(scale_lib.__file__); sys.exit(not scale_lib.cuda_available())",
+        "import scale_lib, sys; print(scale_lib.__file__, scale_lib.build_info()['library']); "
+        "sys.exit(not scale_lib.cuda_available())",
     )
     session.run("pytest", *(session.posargs or ["-q"]))
+    if not session.posargs:
+        forced = {"SCALE_LIB_CUDA_MAJOR": "13"}
+        session.run("pytest", "-q", "tests/test_cuda_library.py", "tests/test_compat.py", env=forced)
 
 
 # [tests_aarch64.begin]

@@ -117,7 +117,7 @@ def _exported_names() -> list[str]:
     nm = shutil.which("nm")
     if nm is None:
         pytest.skip("nm (binutils) is needed to list the library's exported symbols")
-    path = Path(scale_lib.__file__).parent / "libscale_lib.so"
+    path = Path(scale_lib.__file__).parent / scale_lib.build_info()["library"]
     if not path.exists():
         pytest.skip("the library is not next to the package sources")
     symbols = subprocess.run(

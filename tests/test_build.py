@@ -18,11 +18,13 @@ import scale_lib
 
 
 def _loaded_library() -> Path:
-    """The libscale_lib.so this process actually mapped."""
+    """The library this process actually mapped (libscale_lib.so, or the release wheel's CUDA 12
+    or CUDA 13 one: build_info() names it)."""
+    name = scale_lib.build_info()["library"]
     for line in Path("/proc/self/maps").read_text().splitlines():
-        if line.endswith("libscale_lib.so"):
+        if line.endswith("/" + name):
             return Path(line.split(maxsplit=5)[5])
-    raise AssertionError("libscale_lib.so is not mapped")
+    raise AssertionError(f"{name} is not mapped")
 
 
 def _gpu_present() -> bool:

@@ -234,6 +234,15 @@ def _cuda_build() -> dict[str, str]:
     return scale_lib.build_info()
 
 
+def _this_library() -> dict[str, str]:
+    """The environment that makes a child load this process's library: in the release wheel, a
+    fake driver would otherwise choose the other one (tests/test_cuda_library.py)."""
+    for major, name in _lib.CUDA_LIBRARIES.items():
+        if scale_lib.build_info()["library"] == f"lib{name}.so":
+            return {_lib.FORCE_ENV: str(major)}
+    return {}
+
+
 def test_build_info_reports_cuda_runtime_and_driver() -> None:
     info = _cuda_build()
     runtime = _lib._release(info["cuda_runtime_version"])
@@ -249,7 +258,7 @@ def test_old_driver_raises_naming_both_versions(driver: tuple[int, int]) -> None
     encoded = 1000 * driver[0] + 10 * driver[1]
     if encoded >= 1000 * _lib._release(needed)[0]:
         pytest.skip(f"a driver for CUDA {_dotted(driver)} is new enough for this build")
-    child = _run(_FAKE_CUDA_CALL, SCALE_LIB_FAKE_CUDA_DRIVER_VERSION=str(encoded))
+    child = _run(_FAKE_CUDA_CALL, SCALE_LIB_FAKE_CUDA_DRIVER_VERSION=str(encoded), **_this_library())
     assert child.returncode == 0, child.stderr
     assert (
         f"RuntimeError: the NVIDIA driver is too old for scale_lib's CUDA kernels: it supports CUDA "
@@ -266,7 +275,7 @@ def test_new_enough_driver_passes_the_check() -> None:
     # The driver the build needs, exactly: the check passes and the call reaches CUDA, which
     # fails on the fake pointer (or for lack of a GPU) with CUDA's own error, not the check's.
     major = _lib._release(info["cuda_driver_minimum"])[0]
-    child = _run(_FAKE_CUDA_CALL, SCALE_LIB_FAKE_CUDA_DRIVER_VERSION=str(1000 * major))
+    child = _run(_FAKE_CUDA_CALL, SCALE_LIB_FAKE_CUDA_DRIVER_VERSION=str(1000 * major), **_this_library())
     assert child.returncode == 0, child.stderr
     assert "too old" not in child.stdout
     assert "cpu still works" in child.stdout

@@ -4,6 +4,7 @@ with apache-tvm-ffi as the only required dependency, and nothing that must not s
 
     python3 tools/check_wheel.py dist/*.whl
     python3 tools/check_wheel.py --cuda 12.9 --archs default dist-cu12/*.whl
+    python3 tools/check_wheel.py --library scale_lib_cu12=12.4 --library scale_lib_cu13=13.0 dist/*.whl
 
 No CUDA symbol may be left undefined in the library (it links neither libcuda nor libcudart: an
 undefined one kills the process at its first call). With --cuda, the library must embed that
@@ -42,6 +43,8 @@ ROOT = Path(__file__).resolve().parent.parent
 # The temporary directories of `python -m build`: its isolated environment, the unpacked sdist.
 BUILD_TEMPORARIES = re.compile(rb"/build-(?:env|via-sdist)-\w+")
 FATBIN_MAGIC = struct.pack("<I", 0xBA55ED50)
+# The GPUs of each family target, as tools/triton_aot.py compiles Triton's kernels for them.
+TRITON_FAMILIES = {100: (100, 103), 110: (110,), 120: (120, 121)}
 
 
 def default_architectures(cuda: str) -> str:
@@ -73,8 +76,13 @@ def _archs(archs: set[str]) -> str:
 
 def check_architectures(library: bytes, archs: str, cuobjdump: str) -> list[str]:
     """Each fatbin holds SASS for every -real architecture and PTX for every -virtual one."""
-    want_sass = {a.split("-")[0] for a in archs.split(";") if not a.endswith("-virtual")}
+    want_sass = {a.split("-")[0].rstrip("f") for a in archs.split(";") if not a.endswith("-virtual")}
     want_ptx = {a.split("-")[0] for a in archs.split(";") if not a.endswith("-real")}
+    # A family target (100f-real): nvcc's machine code for the family; Triton's for each GPU of
+    # it, with PTX for the family (tools/triton_aot.py: FAMILIES). Those may be there too.
+    families = {int(a.split("f")[0]) for a in archs.split(";") if re.fullmatch(r"\d+f-real", a)}
+    extra_sass = {str(cc) for family in families for cc in TRITON_FAMILIES.get(family, ())}
+    extra_ptx = {str(family) for family in families}
     blobs = fatbins(library)
     if not blobs:
         return ["the library holds no CUDA fatbin"]
@@ -95,7 +103,7 @@ def check_architectures(library: bytes, archs: str, cuobjdump: str) -> list[str]
             sass = {a.rstrip("af") for a in re.findall(r"ELF file .*\.sm_(\w+)\.cubin", listing.stdout)}
             ptx = set(re.findall(r"PTX file .*\.sm_(\w+)\.ptx", listing.stdout))
             names = sorted(set(re.findall(r"file\s+\d+: (\w+)\.", listing.stdout)))
-            if sass != want_sass or ptx != want_ptx:
+            if not (want_sass <= sass <= want_sass | extra_sass and want_ptx <= ptx <= want_ptx | extra_ptx):
                 problems.append(
                     f"fatbin {index} ({', '.join(names)}): SASS for {_archs(sass)}, PTX for "
                     f"{_archs(ptx)}; expected SASS for {_archs(want_sass)}, PTX for {_archs(want_ptx)}"
@@ -306,6 +314,50 @@ def check_exported_symbols(library: Path) -> list[str]:
     return []
 
 
+def check_library(
+    zf: zipfile.ZipFile,
+    member: str,
+    cuda: str | None,
+    archs: str | None,
+    cuobjdump: str | None,
+    min_driver: str | None,
+    forbidden: list[str],
+) -> tuple[list[str], float]:
+    """The checks of one library in the wheel: (problems, its size in MiB)."""
+    problems: list[str] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        library = Path(zf.extract(member, tmp))
+        if shutil.which("readelf"):
+            dynamic = subprocess.run(["readelf", "-d", str(library)], capture_output=True, text=True).stdout
+            needed = re.findall(r"\(NEEDED\).*\[(.+)\]", dynamic)
+            for lib in needed:
+                if lib.startswith(("libcudart", "libpython")):
+                    problems.append(
+                        f"{Path(member).name} needs {lib}: cudart must be static, libpython absent"
+                    )
+        binary = library.read_bytes()
+        library_mib = len(binary) / 2**20
+        named = build_paths(binary, forbidden, Path(member).name)
+        checked = ", ".join([*forbidden, "build-env-*", "build-via-sdist-*"])
+        print(f"  build machine paths: {'FOUND' if named else 'none'} (looked for {checked})")
+        problems += named
+        problems += check_undefined_cuda_symbols(library)
+        problems += check_exported_symbols(library)
+        if cuda:
+            problems += check_cuda_runtime(binary, cuda)
+            if not cuobjdump:
+                problems.append("cannot read the device code: no cuobjdump (--cuobjdump or $CUOBJDUMP)")
+            else:
+                sass_driver = min_driver or f"{cuda.split('.')[0]}.0"
+                problems += check_device_code(binary, cuobjdump, sass_driver, cuda, forbidden)
+        if archs:
+            if not cuobjdump:
+                problems.append("cannot check architectures: no cuobjdump (--cuobjdump or $CUOBJDUMP)")
+            else:
+                problems += check_architectures(binary, archs, cuobjdump)
+    return problems, library_mib
+
+
 def check(
     wheel: Path,
     cuda: str | None = None,
@@ -314,6 +366,7 @@ def check(
     max_mib: float | None = None,
     min_driver: str | None = None,
     forbidden: list[str] | None = None,
+    libraries: dict[str, str] | None = None,
 ) -> list[str]:
     problems = []
     forbidden = sorted({str(ROOT), *(forbidden or [])})
@@ -327,11 +380,18 @@ def check(
     if not re.match(r"(linux|manylinux|musllinux)", platform):
         problems.append(f"platform tag {platform}: expected a Linux platform")
 
+    # The libraries to check: lib<package>.so, or those --library names (the release wheel's
+    # CUDA 12 and CUDA 13 ones), each with its CUDA version.
+    targets = libraries or {package: cuda}
     with zipfile.ZipFile(wheel) as zf:
         names = zf.namelist()
-        for required in (f"{package}/__init__.py", f"{package}/py.typed", f"{package}/lib{package}.so"):
+        required_files = [f"{package}/__init__.py", f"{package}/py.typed"]
+        for required in [*required_files, *(f"{package}/lib{name}.so" for name in targets)]:
             if required not in names:
                 problems.append(f"missing {required}")
+        shipped = sorted(n for n in names if re.fullmatch(rf"{package}/lib\w+\.so", n))
+        if shipped != sorted(f"{package}/lib{name}.so" for name in targets):
+            problems.append(f"libraries {shipped}: expected {sorted(targets)}")
         for name in names:
             if "__pycache__" in name or name.endswith(".pyc"):
                 problems.append(f"bytecode shipped: {name}")
@@ -343,43 +403,31 @@ def check(
         if [re.split(r"[<>=!~ ;]", r, maxsplit=1)[0] for r in required] != ["apache-tvm-ffi"]:
             problems.append(f"required dependencies {required}: expected apache-tvm-ffi alone")
 
-        with tempfile.TemporaryDirectory() as tmp:
-            library = Path(zf.extract(f"{package}/lib{package}.so", tmp))
-            if shutil.which("readelf"):
-                dynamic = subprocess.run(
-                    ["readelf", "-d", str(library)], capture_output=True, text=True
-                ).stdout
-                needed = re.findall(r"\(NEEDED\).*\[(.+)\]", dynamic)
-                for lib in needed:
-                    if lib.startswith(("libcudart", "libpython")):
-                        problems.append(
-                            f"lib{package}.so needs {lib}: cudart must be static, libpython absent"
-                        )
-            binary = library.read_bytes()
-            library_mib = len(binary) / 2**20
-            named = build_paths(binary, forbidden, f"lib{package}.so")
-            checked = ", ".join([*forbidden, "build-env-*", "build-via-sdist-*"])
-            print(f"  build machine paths: {'FOUND' if named else 'none'} (looked for {checked})")
-            problems += named
-            problems += check_undefined_cuda_symbols(library)
-            problems += check_exported_symbols(library)
-            if cuda:
-                problems += check_cuda_runtime(binary, cuda)
-                if not cuobjdump:
-                    problems.append("cannot read the device code: no cuobjdump (--cuobjdump or $CUOBJDUMP)")
-                else:
-                    sass_driver = min_driver or f"{cuda.split('.')[0]}.0"
-                    problems += check_device_code(binary, cuobjdump, sass_driver, cuda, forbidden)
-            if archs:
-                if not cuobjdump:
-                    problems.append("cannot check architectures: no cuobjdump (--cuobjdump or $CUOBJDUMP)")
-                else:
-                    problems += check_architectures(binary, archs, cuobjdump)
+        library_mib = 0.0
+        for name, library_cuda in targets.items():
+            if f"{package}/lib{name}.so" not in names:
+                continue
+            if libraries:
+                print(f"  lib{name}.so (CUDA {library_cuda}):")
+            library_archs = default_architectures(library_cuda) if libraries and library_cuda else archs
+            library_min_driver = None if libraries else min_driver
+            found, mib = check_library(
+                zf,
+                f"{package}/lib{name}.so",
+                library_cuda,
+                library_archs,
+                cuobjdump,
+                library_min_driver,
+                forbidden,
+            )
+            problems += found
+            library_mib += mib
     size_mb = wheel.stat().st_size / 2**20
     if max_mib is not None and size_mb > max_mib:
         problems.append(f"{size_mb:.1f} MiB: larger than the --max-mib {max_mib} bound")
     print(
-        f"{wheel.name}: {size_mb:.1f} MiB ({library_mib:.1f} MiB library unpacked), {len(names)} files, "
+        f"{wheel.name}: {size_mb:.1f} MiB ({library_mib:.1f} MiB of "
+        f"{'libraries' if len(targets) > 1 else 'library'} unpacked), {len(names)} files, "
         + ("ok" if not problems else "PROBLEMS")
     )
     return problems
@@ -404,7 +452,19 @@ def main(argv: list[str]) -> int:
         help="a directory of the build machine the library must not name (repeatable; this "
         "source tree always)",
     )
+    parser.add_argument(
+        "--library",
+        action="append",
+        default=[],
+        metavar="NAME=CUDA",
+        help="a library the wheel holds, lib<NAME>.so, built with CUDA (e.g. scale_lib_cu13=13.0): "
+        "checked as --cuda CUDA --archs default with the driver floor CUDA <major>.0 "
+        "(repeatable: the release wheel's CUDA 12 and CUDA 13 libraries; then exactly these)",
+    )
     args = parser.parse_args(argv)
+    libraries = dict(item.split("=", 1) for item in args.library)
+    if libraries and (args.cuda or args.archs or args.min_driver):
+        parser.error("--library gives each library's CUDA version: no --cuda, --archs or --min-driver")
     if not args.wheels:
         print(__doc__)
         return 2
@@ -417,7 +477,14 @@ def main(argv: list[str]) -> int:
         f"{wheel.name}: {issue}"
         for wheel in args.wheels
         for issue in check(
-            wheel, args.cuda, archs, args.cuobjdump, args.max_mib, args.min_driver, args.forbid_path
+            wheel,
+            args.cuda,
+            archs,
+            args.cuobjdump,
+            args.max_mib,
+            args.min_driver,
+            args.forbid_path,
+            libraries or None,
         )
     ]
     for problem in problems:

@@ -13,8 +13,9 @@ For each wheel, in place (the linux_x86_64 wheel is replaced by the repaired one
    excluded); `auditwheel show` on the result must compute the same tag its name carries.
    With --expect, that tag must be the one given (the floor the docs declare).
 3. tools/load_test.cc, compiled with the old root's compiler (tools/sysroot.py), loads
-   libtvm_ffi.so (from the apache-tvm-ffi installed with this interpreter) and the wheel's
-   library under the old root's own dynamic loader, C and C++ runtimes alone, and calls the
+   libtvm_ffi.so (from the apache-tvm-ffi installed with this interpreter) and each of the
+   wheel's libraries (the release wheel holds a CUDA 12 and a CUDA 13 one) under the old
+   root's own dynamic loader, C and C++ runtimes alone, and calls the
    library: a symbol newer than that root fails the load. The root is Debian bullseye, glibc
    2.31, the runtime of the manylinux_2_31 tag: a library that loads there loads wherever that
    tag's promise holds.
@@ -98,10 +99,13 @@ def _platform(wheel: Path) -> str:
     return wheel.name[: -len(".whl")].split("-", 4)[-1]
 
 
-def _library(wheel: Path, into: Path) -> Path:
+def _libraries(wheel: Path, into: Path) -> list[Path]:
+    """The wheel's libraries (the release wheel holds a CUDA 12 and a CUDA 13 one), extracted."""
     with zipfile.ZipFile(wheel) as zf:
-        (name,) = [n for n in zf.namelist() if re.fullmatch(r"[^/]+/lib[^/]+\.so", n)]
-        return Path(zf.extract(name, into))
+        names = sorted(n for n in zf.namelist() if re.fullmatch(r"[^/]+/lib[^/]+\.so", n))
+        if not names:
+            sys.exit(f"manylinux: {wheel.name} holds no library")
+        return [Path(zf.extract(name, into)) for name in names]
 
 
 def repair(wheel: Path, expect: str | None = None) -> tuple[Path, str]:
@@ -113,8 +117,9 @@ def repair(wheel: Path, expect: str | None = None) -> tuple[Path, str]:
         sys.exit(f"manylinux: {wheel.name} needs {outside}, outside the manylinux set and not {EXCLUDED}")
     tag = found["sym_tag"]
     with tempfile.TemporaryDirectory() as tmp:
-        for line in newest_symbols(_library(wheel, Path(tmp))):
-            print(f"  needs {line}")
+        for library in _libraries(wheel, Path(tmp)):
+            for line in newest_symbols(library):
+                print(f"  {library.name} needs {line}")
     print(f"  auditwheel computes {tag}")
     if expect and not tag.startswith(expect + "_"):
         sys.exit(
@@ -160,16 +165,22 @@ def load_test(
             "-o", str(loader), "-ldl", "-Wl,--no-as-needed", "-lpthread",
         ]  # fmt: skip
         subprocess.run(compile_cmd, check=True)
-        library = _library(wheel, Path(tmp))
-        run = [
-            *(emulator or []), sysroot["LOADER"], "--library-path", sysroot["LOADER_LIBRARY_PATH"],
-            str(loader), str(tvm_ffi_lib), str(library), sysroot["SYSROOT"] + "/",
-        ]  # fmt: skip
-        done = subprocess.run(run, capture_output=True, text=True)
-        out = (done.stdout + done.stderr).replace(sysroot["SYSROOT"], f"<{SUITE}>").replace(tmp, "<wheel>")
-        print("\n".join("  " + line for line in out.splitlines()))
-        if done.returncode != 0:
-            sys.exit(f"manylinux: {wheel.name} does not load or run on Debian {SUITE}'s runtime")
+        for library in _libraries(wheel, Path(tmp)):
+            run = [
+                *(emulator or []), sysroot["LOADER"], "--library-path", sysroot["LOADER_LIBRARY_PATH"],
+                str(loader), str(tvm_ffi_lib), str(library), sysroot["SYSROOT"] + "/",
+            ]  # fmt: skip
+            done = subprocess.run(run, capture_output=True, text=True)
+            out = (
+                (done.stdout + done.stderr).replace(sysroot["SYSROOT"], f"<{SUITE}>").replace(tmp, "<wheel>")
+            )
+            print(f"  {library.name}:")
+            print("\n".join("    " + line for line in out.splitlines()))
+            if done.returncode != 0:
+                sys.exit(
+                    f"manylinux: {wheel.name}'s {library.name} does not load or run on Debian "
+                    f"{SUITE}'s runtime"
+                )
 
 
 def main(argv: list[str]) -> int:

@@ -12,7 +12,8 @@ known to be 16-byte aligned pointers or integers divisible by 16) and ``num_warp
 ``num_stages``, ``num_ctas``). For each entry point it writes:
 
 - ``DIR/<entry>.fatbin``: a cubin for every ``NN-real`` architecture and PTX for every
-  ``NN-virtual`` one, compiled by Triton with the build toolkit's ptxas, so that the cubins need
+  ``NN-virtual`` one (a family target ``NNf-real``: a cubin for each of its GPUs and PTX for
+  the family, see FAMILIES), compiled by Triton with the build toolkit's ptxas, so that the cubins need
   the same driver as the library's other kernels (Triton's bundled ptxas is newer);
 
 and for the source file:
@@ -52,18 +53,34 @@ LAUNCH_FIELDS = (
 SPEC_KEYS = {"kernel", "signature", "constexprs", "multiple_of_16", "num_warps", "num_stages", "num_ctas"}
 
 
+# [families.begin]
+# The GPUs of each family target CUDA names (sm_100f: machine code for every GPU of the family).
+# Triton has no family targets: from Hopper on it compiles for one GPU (sm_100a runs on sm_100
+# only), so a family target gets a cubin for each of its GPUs, and PTX that the family's GPUs,
+# and newer ones, can JIT-compile (with no instruction of one GPU only: portable_ptx).
+FAMILIES = {100: (100, 103), 110: (110,), 120: (120, 121)}
+# [families.end]
+
+
 def parse_architectures(text: str) -> tuple[list[int], list[int]]:
     """CMake's CUDA architecture list -> (cubin architectures, PTX architectures)."""
     real: list[int] = []
     virtual: list[int] = []
     for item in filter(None, re.split(r"[;\s]+", text)):
-        match = re.fullmatch(r"(\d+)(-real|-virtual)?", item)
-        if not match:
+        match = re.fullmatch(r"(\d+)(f?)(-real|-virtual)?", item)
+        if not match or (match.group(2) and int(match.group(1)) not in FAMILIES):
             sys.exit(
                 f"triton_aot: cannot compile Triton kernels for the CUDA architecture {item!r}: "
-                "name architectures by number (e.g. 90-real;90-virtual)"
+                "name architectures by number (e.g. 90-real;90-virtual) or a family this script "
+                f"knows ({', '.join(f'{f}f' for f in FAMILIES)})"
             )
-        number, kind = int(match.group(1)), match.group(2)
+        number, family, kind = int(match.group(1)), match.group(2), match.group(3)
+        if family and kind != "-real":
+            sys.exit(f"triton_aot: {item!r}: a family target takes -real (its PTX is the family's own)")
+        if family:
+            real.extend(FAMILIES[number])
+            virtual.append(number)
+            continue
         if kind in (None, "-real"):
             real.append(number)
         if kind in (None, "-virtual"):

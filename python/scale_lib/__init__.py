@@ -23,7 +23,9 @@ lib = LIB
 
 
 def build_info() -> dict[str, Any]:
-    """How the compiled library was built: version, ``cuda`` (bool), CUDA version and archs."""
+    """How the compiled library was built: version, ``cuda`` (bool), CUDA version and archs;
+    ``library``, the file loaded (the release wheel holds a CUDA 12 and a CUDA 13 one), and
+    ``library_reason``, why that one."""
     return dict(BUILD_INFO)
 
 

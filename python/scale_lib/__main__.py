@@ -144,6 +144,7 @@ def main() -> int:
     info = scale_lib.build_info()
     cuda = f"CUDA {info['cuda_version']} ({info['cuda_architectures']})" if info["cuda"] else "CPU only"
     print(f"scale_lib {scale_lib.__version__}: {cuda}")
+    print(f"  library: {info['library']}: {info['library_reason']}")
     if info["cuda"]:
         print("\n".join(_driver_lines(info)))
         triton = (

@@ -1,11 +1,17 @@
 """Loading the compiled library.
 
-``LIB`` is the TVM-FFI module of ``libscale_lib.so``; its functions are the bare ABI
-(outputs first, e.g. ``LIB.scale(out, x, factor)``).
+``LIB`` is the TVM-FFI module of the library; its functions are the bare ABI (outputs first,
+e.g. ``LIB.scale(out, x, factor)``). A build from source holds one library, ``libscale_lib.so``.
+The release wheel holds two, ``libscale_lib_cu12.so`` (CUDA 12: drivers R525 and newer) and
+``libscale_lib_cu13.so`` (CUDA 13: R580 and newer, with machine code for every GPU CUDA 13
+knows), of which the import loads the one the installed driver runs (``choose_library``).
 """
 
 from __future__ import annotations
 
+import ctypes
+import importlib.metadata
+import os
 import re
 import sys
 from pathlib import Path
@@ -14,7 +20,76 @@ from typing import Any
 import tvm_ffi
 
 _DIST_NAME = "scale-lib"
-_TARGET_NAME = "scale_lib"  # CMake target: libscale_lib.so
+_TARGET_NAME = "scale_lib"  # CMake's SCALE_LIB_LIBRARY_NAME: libscale_lib.so
+
+# [choose_library.begin]
+# The release wheel's libraries, by CUDA major, and the oldest driver (cuDriverGetVersion's
+# 1000 * major + 10 * minor) that runs each one's machine code.
+CUDA_LIBRARIES = {12: "scale_lib_cu12", 13: "scale_lib_cu13"}
+CUDA_DRIVER_FLOOR = {12: 12000, 13: 13000}
+# SCALE_LIB_CUDA_MAJOR=12 or 13 loads that library whatever the driver (for tests);
+# SCALE_LIB_FAKE_CUDA_DRIVER_VERSION=12040 makes the choice (and the library's own driver check,
+# kernels/cuda_driver.cu) see that driver version instead of the installed one.
+FORCE_ENV = "SCALE_LIB_CUDA_MAJOR"
+FAKE_DRIVER_ENV = "SCALE_LIB_FAKE_CUDA_DRIVER_VERSION"
+
+
+def _cuda_version(version: int) -> str:
+    return f"{version // 1000}.{version % 1000 // 10}"
+
+
+def choose_library(available: set[str], driver: int, forced: str | None) -> tuple[str, str]:
+    """(the library to load, why) among the ``available`` library names, for a driver that
+    supports CUDA ``driver`` (cuDriverGetVersion's number, 0 without a driver) and the value of
+    SCALE_LIB_CUDA_MAJOR (None when unset)."""
+    both = all(name in available for name in CUDA_LIBRARIES.values())
+    if forced is not None:
+        major = int(forced) if forced.strip() in ("12", "13") else None
+        if major is None:
+            raise ImportError(f"{FORCE_ENV}={forced!r}: expected 12 or 13 (or unset: chosen by the driver)")
+        if not both:
+            raise ImportError(
+                f"{FORCE_ENV}={forced}: this install holds one library ({', '.join(sorted(available))}); "
+                "only the release wheel holds a CUDA 12 and a CUDA 13 library to choose from"
+            )
+        return CUDA_LIBRARIES[major], f"{FORCE_ENV}={major} forces it"
+    if not both:
+        (only,) = sorted(available) if len(available) == 1 else (_TARGET_NAME,)
+        return only, "the only library in this install"
+    if driver >= CUDA_DRIVER_FLOOR[13]:
+        return CUDA_LIBRARIES[13], f"the driver supports CUDA {_cuda_version(driver)} (13.0+: R580 or newer)"
+    if driver >= CUDA_DRIVER_FLOOR[12]:
+        return CUDA_LIBRARIES[12], f"the driver supports CUDA {_cuda_version(driver)} (12.x: R525-R575)"
+    if driver > 0:
+        return CUDA_LIBRARIES[12], (
+            f"the driver supports CUDA {_cuda_version(driver)}, older than either library needs: "
+            "CUDA calls will raise"
+        )
+    return CUDA_LIBRARIES[12], "no NVIDIA driver found (CPU only)"
+
+
+def driver_version() -> int:
+    """The CUDA version the installed driver supports (cuDriverGetVersion through libcuda, no
+    CUDA runtime needed), SCALE_LIB_FAKE_CUDA_DRIVER_VERSION's instead when set; 0 without a
+    driver."""
+    fake = os.environ.get(FAKE_DRIVER_ENV)
+    if fake is not None:
+        try:
+            return int(fake)
+        except ValueError:
+            raise ImportError(f"{FAKE_DRIVER_ENV}={fake!r}: expected a number such as 12040") from None
+    try:
+        libcuda = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return 0
+    version = ctypes.c_int(0)
+    # cuDriverGetVersion needs no cuInit and succeeds on a machine without GPUs.
+    if libcuda.cuDriverGetVersion(ctypes.byref(version)) != 0:
+        return 0
+    return version.value
+
+
+# [choose_library.end]
 
 # [tvm_ffi_range.begin]
 # The apache-tvm-ffi releases this package supports, [lowest, below): the same range as the
@@ -116,19 +191,39 @@ def _rebuild_if_editable() -> None:
         rebuild()
 
 
-def _load() -> tvm_ffi.Module:
+def _available(package_dirs: list[Path]) -> set[str]:
+    """The library names (lib<name>.so) this install holds: in the wheel's RECORD or on the
+    package's search path."""
+    names = {_TARGET_NAME, *CUDA_LIBRARIES.values()}
+    found = {name for name in names for folder in package_dirs if (folder / f"lib{name}.so").is_file()}
+    try:
+        recorded = importlib.metadata.files(_DIST_NAME) or []
+    except importlib.metadata.PackageNotFoundError:
+        recorded = []
+    found |= {name for name in names for file in recorded if file.name == f"lib{name}.so"}
+    return found
+
+
+def _load() -> tuple[tvm_ffi.Module, str, str]:
     # The wheel's RECORD finds normal installs. The package's own search path covers the rest:
     # a scikit-build-core editable install adds its build output directory to it, and a source
     # tree on PYTHONPATH may hold the library next to the sources.
     package_dirs = [Path(p) for p in sys.modules[__package__].__path__]
-    return tvm_ffi.libinfo.load_lib_module(_DIST_NAME, _TARGET_NAME, extra_lib_paths=package_dirs)
+    available = _available(package_dirs)
+    forced = os.environ.get(FORCE_ENV) or None
+    name, reason = choose_library(available, driver_version() if len(available) > 1 else 0, forced)
+    module = tvm_ffi.libinfo.load_lib_module(_DIST_NAME, name, extra_lib_paths=package_dirs)
+    return module, f"lib{name}.so", reason
 
 
 check_tvm_ffi_version(tvm_ffi.__version__)
 _rebuild_if_editable()
-LIB: tvm_ffi.Module = _load()
+LIB, _LIBRARY, _REASON = _load()
 
 BUILD_INFO: dict[str, Any] = dict(LIB.build_info())
+# Which library was loaded and why (python -m scale_lib prints them).
+BUILD_INFO["library"] = _LIBRARY
+BUILD_INFO["library_reason"] = _REASON
 check_tvm_ffi_compiled(BUILD_INFO["apache_tvm_ffi_compiled"], tvm_ffi.__version__)
 check_tvm_ffi_abi(BUILD_INFO["tvm_ffi_compiled"], BUILD_INFO["tvm_ffi_runtime"], tvm_ffi.__version__)
 WITH_CUDA: bool = bool(BUILD_INFO["cuda"])
