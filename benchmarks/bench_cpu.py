@@ -12,7 +12,7 @@ back-to-back calls divided by N (N chosen so that a sample takes about two milli
 one untimed call; each case keeps the median over the samples. Every call allocates its result
 (PyTorch's and NumPy's expressions do). The frameworks use their default thread counts, the
 library its own (``SCALE_LIB_NUM_THREADS``), unless ``--threads`` sets both. Rows of ``HIDDEN``
-elements (``silu_and_mul``: of 2 x ``HIDDEN``, the gate's two halves); NumPy in float32 only (its
+elements (an op whose rows hold two halves, a gate's: 2 x ``HIDDEN``, ``HALVES``); NumPy in float32 only (its
 bfloat16 is an extension type without its own arithmetic).
 """
 
@@ -39,9 +39,14 @@ DECODE_ROWS = (1, 8, 64)
 LARGE_ROWS = (1024,)
 DTYPES = ("float32", "bfloat16")
 EPS = 1e-6
+# Ops whose input rows hold two halves of HIDDEN elements each (a gated activation's).
+HALVES: set[str] = set()
 
 
 # op: silu_and_mul
+HALVES.add("silu_and_mul")
+
+
 def _numpy_silu_and_mul(x: np.ndarray) -> np.ndarray:
     d = x.shape[-1] // 2
     a, b = x[..., :d], x[..., d:]
@@ -123,7 +128,7 @@ def check(op: str, impls: dict[str, Callable[[], Any]]) -> None:
     import torch
 
     ours, theirs = impls["scale_lib"](), impls["torch"]()
-    if ours.dtype != theirs.dtype:  # indices: flatnonzero's against torch.nonzero's (n, 1)
+    if ours.dtype != theirs.dtype:  # positions (an index result) against torch.nonzero's (n, 1)
         ours, theirs = ours.to(torch.int64), theirs.to(torch.int64)
     torch.testing.assert_close(ours.reshape(theirs.shape).to(theirs.dtype), theirs, rtol=2e-2, atol=2e-2)
 
@@ -161,7 +166,7 @@ def run(rows_list: tuple[int, ...], samples: int) -> list[dict[str, Any]]:
                         "op": op,
                         "dtype": dtype,
                         "rows": rows,
-                        "shape": [rows, 2 * HIDDEN if op == "silu_and_mul" else HIDDEN],
+                        "shape": [rows, 2 * HIDDEN if op in HALVES else HIDDEN],
                         "size": "large" if rows in LARGE_ROWS else "decode",
                         "us": us,
                     }
@@ -175,7 +180,8 @@ def report(data: dict[str, Any]) -> list[str]:
     out = [
         "### CPU ops against PyTorch's own and NumPy's own",
         "",
-        f"Microseconds per call (median), rows of {HIDDEN} (`silu_and_mul`: 2 x {HIDDEN}); "
+        f"Microseconds per call (median), rows of {HIDDEN} ({', '.join(sorted(HALVES)) or 'none'} "
+        f"of two halves: 2 x {HIDDEN}); "
         f"torch {data['environment'].get('torch', '?')} on {data['threads']} threads, scale_lib on "
         f"{data['scale_lib_threads']}.",
         "",
