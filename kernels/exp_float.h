@@ -8,8 +8,8 @@
 // short head, whose product with n is exact, and a tail), exp(r) by a degree-7 polynomial (the
 // Cephes single-precision coefficients). 2^n is applied in two halves, so that results below the
 // smallest normal float (subnormals) are rounded once and results past the largest are infinity.
-// exp(NaN) is NaN, exp(+inf) inf, exp(-inf) 0. The tests check its accuracy through
-// silu_and_mul, against float64.
+// exp(NaN) is NaN, exp(+inf) inf, exp(-inf) 0. The tests check its accuracy through the ops
+// that call it, against float64.
 #ifndef SCALE_LIB_KERNELS_EXP_FLOAT_H_
 #define SCALE_LIB_KERNELS_EXP_FLOAT_H_
 

@@ -204,7 +204,8 @@ _EVERY_LEVEL = textwrap.dedent(
 
 
 def results_on_every_level_path() -> dict[str, np.ndarray]:
-    """The CPU kernels' results whose loops are compiled per instruction set, as raw bits."""
+    """This op's CPU results (every gate input, and the backward) as raw bits; every op's
+    bits on every instruction set: tests/test_cpu_simd.py."""
     from scale_lib.ops import _silu_and_mul_backward
 
     results = {}
@@ -212,14 +213,10 @@ def results_on_every_level_path() -> dict[str, np.ndarray]:
         with np.errstate(invalid="ignore"):  # the float32 sweep's signalling NaNs
             x = every_gate_input(dtype if dtype != "float64" else "float32").astype(_np_dtype(dtype))
         results[f"silu_and_mul {dtype}"] = scale_lib.silu_and_mul(x)
-        # The other kernels with per-instruction-set loops, on rows of random data.
+        # The backward's loops too, on rows of random data.
         r = random_data((3, 2 * 4099), seed=36).astype(_np_dtype(dtype))
         g = random_data((3, 4099), seed=37).astype(_np_dtype(dtype))
         results[f"silu_and_mul_backward {dtype}"] = _silu_and_mul_backward.call((r, g))
-        results[f"rms_norm {dtype}"] = scale_lib.rms_norm(r, r[0], 1e-6)
-        results[f"axpby {dtype}"] = scale_lib.axpby(r, r[::-1].copy(), 0.5, 2.0)
-        results[f"scale {dtype}"] = scale_lib.scale(r, 3.0)
-        results[f"l2_norm {dtype}"] = scale_lib.l2_norm(r)
     return {name: np.asarray(v).view(f"u{np.asarray(v).dtype.itemsize}") for name, v in results.items()}
 
 

@@ -1,0 +1,70 @@
+"""Every CPU kernel gives the same bits whichever instruction set its loops run on and whatever
+the thread count: the library picks baseline, AVX2 or AVX-512 loops at run time
+(kernels/cpu_float.h) and ``SCALE_LIB_CPU_SIMD`` caps the level. Driven by the declared ops:
+each public op with a CPU kernel, in every floating dtype, on rows long enough for every loop's
+vector body and tail."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+from cases import declared_cases
+
+SIMD_LEVELS = ["baseline", "avx2", "avx512"]
+DTYPES = ["float16", "bfloat16", "float32", "float64"]
+SHAPE = (3, 2 * 4099)
+
+
+def _np_dtype(dtype: str) -> np.dtype:
+    import ml_dtypes
+
+    return np.dtype(ml_dtypes.bfloat16) if dtype == "bfloat16" else np.dtype(dtype)
+
+
+def results() -> dict[str, np.ndarray]:
+    """Every public CPU op's result in every dtype, as raw bits."""
+    out = {}
+    for case in declared_cases("cpu"):
+        for dtype in DTYPES:
+            inputs = [a.astype(_np_dtype(dtype)) for a in case.numpy_inputs(36, SHAPE).values()]
+            result = np.asarray(case.call(*inputs))
+            out[f"{case.name} {dtype}"] = result.view(f"u{result.dtype.itemsize}")
+    return out
+
+
+_CHILD = textwrap.dedent(
+    """
+    import sys
+    sys.path.insert(0, sys.argv[1])
+    import numpy as np
+    import test_cpu_simd as t
+    np.savez(sys.argv[2], **t.results())
+    """
+)
+
+
+@pytest.mark.parametrize("level", SIMD_LEVELS)
+def test_every_cpu_op_gives_the_same_bits_on_every_instruction_set(level: str, tmp_path: Path) -> None:
+    # The level is read once per process: a child each, on one thread; the bits it gets are
+    # those of this process, on the widest set this CPU has and its default threads.
+    env = {**os.environ, "SCALE_LIB_CPU_SIMD": level, "SCALE_LIB_NUM_THREADS": "1"}
+    out = tmp_path / "results.npz"
+    child = subprocess.run(
+        [sys.executable, "-c", _CHILD, str(Path(__file__).parent), str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert child.returncode == 0, child.stderr[-3000:]
+    theirs = np.load(out)
+    ours = results()
+    assert sorted(theirs.files) == sorted(ours)
+    for name, bits in ours.items():
+        np.testing.assert_array_equal(theirs[name], bits, err_msg=f"{name} on {level}")
