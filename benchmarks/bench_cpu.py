@@ -75,7 +75,7 @@ def cases(rows: int, dtype: str) -> dict[str, dict[str, Callable[[], Any]]]:
     ops["scale"] = {
         "scale_lib": lambda: scale_lib.scale(x, 2.0),
         "torch": lambda: x * 2.0,
-        "numpy": lambda: xn * 2.0,
+        "numpy": lambda: np.multiply(xn, 2.0),
     }
     # op: axpby
     y, yn = make(rows, HIDDEN)
