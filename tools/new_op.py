@@ -798,8 +798,10 @@ def add_to_init(init: Path, op: str) -> None:
     text = text.replace(imports.group(0), f"from .ops import {', '.join(names)}")
     listing = re.search(r"__all__ = \[(.*?)\]", text, re.DOTALL)
     assert listing is not None, f"{init}: no __all__"
+    # Ruff's order for __all__ (RUF022): constants, then classes, then the rest, each by name.
     exported = sorted(
-        {*re.findall(r'"([^"]+)"', listing.group(1)), op}, key=lambda n: (not n.startswith("__"), n)
+        {*re.findall(r'"([^"]+)"', listing.group(1)), op},
+        key=lambda n: (0 if n.isupper() else 1 if n[:1].isupper() else 2, n),
     )
     body = "".join(f'    "{name}",\n' for name in exported)
     init.write_text(text.replace(listing.group(0), f"__all__ = [\n{body}]"))
@@ -878,10 +880,9 @@ def test_file(s: Spec) -> str:
         running = SCAN_OPS[s.scan_op][1]
         if s.scan_op == "sum":
             prefix = (
-                f"    if {REVERSE}:  # from the end of each row\n"
-                f"        prefix = np.flip({running}(np.flip(v, -1), axis=-1), -1)\n"
-                "    else:\n"
-                f"        prefix = {running}(v, axis=-1)\n"
+                f"    # {REVERSE}: from the end of each row\n"
+                f"    prefix = np.flip({running}(np.flip(v, -1), axis=-1), -1) "
+                f"if {REVERSE} else {running}(v, axis=-1)\n"
             )
         else:  # a product may leave float64's range too
             prefix = (
