@@ -879,18 +879,18 @@ def test_file(s: Spec) -> str:
     if s.kind == "scan":
         running = SCAN_OPS[s.scan_op][1]
         if s.scan_op == "sum":
-            prefix = (
-                f"    # {REVERSE}: from the end of each row\n"
-                f"    prefix = np.flip({running}(np.flip(v, -1), axis=-1), -1) "
-                f"if {REVERSE} else {running}(v, axis=-1)\n"
-            )
+            head = f"    # {REVERSE}: from the end of each row\n"
+            expr = f"np.flip({running}(np.flip(v, -1), axis=-1), -1) if {REVERSE} else {running}(v, axis=-1)"
         else:  # a product may leave float64's range too
-            prefix = (
+            head = (
                 '    with np.errstate(over="ignore"):\n'
                 f"        prefix = {running}(np.flip(v, -1) if {REVERSE} else v, axis=-1)\n"
-                f"    prefix = np.flip(prefix, -1) if {REVERSE} else prefix  # from the end of each row\n"
+                f"    # {REVERSE}: from the end of each row\n"
             )
-        body = f"    v = {value}\n{prefix}    return {s.py_scaled('prefix')}\n"
+            expr = f"np.flip(prefix, -1) if {REVERSE} else prefix"
+        scaled = s.py_scaled("prefix")
+        last = f"    return {expr}\n" if scaled == "prefix" else f"    prefix = {expr}\n    return {scaled}\n"
+        body = f"    v = {value}\n{head}{last}"
         shapes = "[(1,), (7,), (3, 5), (0, 4), (4, 0), (2, 3, 257), (3, 4097), (1000, 16)]"
     elif s.kind == "rows":
         body = (
