@@ -40,23 +40,22 @@ def results() -> dict[str, np.ndarray]:
 
 _CHILD = textwrap.dedent(
     """
-    import sys
+    import sys, importlib
     sys.path.insert(0, sys.argv[1])
     import numpy as np
-    import test_cpu_simd as t
-    np.savez(sys.argv[2], **t.results())
+    np.savez(sys.argv[3], **getattr(importlib.import_module(sys.argv[2]), sys.argv[4])())
     """
 )
 
 
-@pytest.mark.parametrize("level", SIMD_LEVELS)
-def test_every_cpu_op_gives_the_same_bits_on_every_instruction_set(level: str, tmp_path: Path) -> None:
-    # The level is read once per process: a child each, on one thread; the bits it gets are
-    # those of this process, on the widest set this CPU has and its default threads.
+def assert_same_bits_on_level(level: str, module: str, function: str, tmp_path: Path) -> None:
+    """``module.function()`` (raw bits by name) in a child capped at ``level`` on one thread
+    equals this process's (the widest set this CPU has, its default threads). The level is read
+    once per process: a child each."""
     env = {**os.environ, "SCALE_LIB_CPU_SIMD": level, "SCALE_LIB_NUM_THREADS": "1"}
     out = tmp_path / "results.npz"
     child = subprocess.run(
-        [sys.executable, "-c", _CHILD, str(Path(__file__).parent), str(out)],
+        [sys.executable, "-c", _CHILD, str(Path(__file__).parent), module, str(out), function],
         capture_output=True,
         text=True,
         timeout=300,
@@ -64,7 +63,12 @@ def test_every_cpu_op_gives_the_same_bits_on_every_instruction_set(level: str, t
     )
     assert child.returncode == 0, child.stderr[-3000:]
     theirs = np.load(out)
-    ours = results()
+    ours = getattr(sys.modules[module], function)()
     assert sorted(theirs.files) == sorted(ours)
     for name, bits in ours.items():
         np.testing.assert_array_equal(theirs[name], bits, err_msg=f"{name} on {level}")
+
+
+@pytest.mark.parametrize("level", SIMD_LEVELS)
+def test_every_cpu_op_gives_the_same_bits_on_every_instruction_set(level: str, tmp_path: Path) -> None:
+    assert_same_bits_on_level(level, __name__, "results", tmp_path)

@@ -192,17 +192,6 @@ def test_cpu_accuracy_on_every_input(dtype: str) -> None:
     )
 
 
-_EVERY_LEVEL = textwrap.dedent(
-    """
-    import sys
-    sys.path.insert(0, sys.argv[1])
-    import numpy as np
-    import test_silu_and_mul as t
-    np.savez(sys.argv[2], **t.results_on_every_level_path())
-    """
-)
-
-
 def results_on_every_level_path() -> dict[str, np.ndarray]:
     """This op's CPU results (every gate input, and the backward) as raw bits; every op's
     bits on every instruction set: tests/test_cpu_simd.py."""
@@ -222,23 +211,9 @@ def results_on_every_level_path() -> dict[str, np.ndarray]:
 
 @pytest.mark.parametrize("level", SIMD_LEVELS)
 def test_cpu_same_bits_on_every_instruction_set(level: str, tmp_path: Path) -> None:
-    # SCALE_LIB_CPU_SIMD caps the instruction set (read once per process: a child each), on one
-    # thread: the bits are those of this process, on the widest set this CPU has and its threads.
-    env = {**os.environ, "SCALE_LIB_CPU_SIMD": level, "SCALE_LIB_NUM_THREADS": "1"}
-    out = tmp_path / "results.npz"
-    child = subprocess.run(
-        [sys.executable, "-c", _EVERY_LEVEL, str(Path(__file__).parent), str(out)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-    )
-    assert child.returncode == 0, child.stderr[-3000:]
-    theirs = np.load(out)
-    ours = results_on_every_level_path()
-    assert sorted(theirs.files) == sorted(ours)
-    for name, bits in ours.items():
-        np.testing.assert_array_equal(theirs[name], bits, err_msg=f"{name} on {level}")
+    from test_cpu_simd import assert_same_bits_on_level
+
+    assert_same_bits_on_level(level, __name__, "results_on_every_level_path", tmp_path)
 
 
 # -- errors -----------------------------------------------------------------------------------
