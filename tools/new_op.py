@@ -783,18 +783,29 @@ def add_to_ops(path: Path, s: Spec) -> None:
 def _import(text: str, module: str, name: str) -> str:
     """``text`` (ops.py) importing ``name`` from ``module``: added to its import line, or a new
     line before ``from ._spec import``."""
-    m = re.search(rf"^from {re.escape(module)} import (.+)$", text, re.MULTILINE)
+    m = _import_statement(text, module)
     if m is None:
         return text.replace("from ._spec import", f"from {module} import {name}\nfrom ._spec import", 1)
-    names = sorted({*(n.strip() for n in m.group(1).split(",")), name})
+    names = sorted({*_imported_names(m), name})
     return text.replace(m.group(0), f"from {module} import {', '.join(names)}", 1)
+
+
+def _import_statement(text: str, module: str) -> re.Match[str] | None:
+    """``from <module> import ...`` in ``text``, on one line or in parentheses over several (as
+    the formatter wraps a long one)."""
+    return re.search(rf"^from {re.escape(module)} import (?:\(([^)]*)\)|(.+))$", text, re.MULTILINE)
+
+
+def _imported_names(statement: re.Match[str]) -> list[str]:
+    listed = statement.group(1) if statement.group(1) is not None else statement.group(2)
+    return [n.strip() for n in listed.split(",") if n.strip()]
 
 
 def add_to_init(init: Path, op: str) -> None:
     text = init.read_text()
-    imports = re.search(r"^from \.ops import (.+)$", text, re.MULTILINE)
-    assert imports is not None, f"{init}: no 'from .ops import' line"
-    names = sorted({*(n.strip() for n in imports.group(1).split(",")), op})
+    imports = _import_statement(text, ".ops")
+    assert imports is not None, f"{init}: no 'from .ops import' statement"
+    names = sorted({*_imported_names(imports), op})
     text = text.replace(imports.group(0), f"from .ops import {', '.join(names)}")
     listing = re.search(r"__all__ = \[(.*?)\]", text, re.DOTALL)
     assert listing is not None, f"{init}: no __all__"
