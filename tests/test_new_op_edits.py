@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import runpy
 import sys
 from pathlib import Path
 
@@ -72,3 +73,53 @@ def test_ops_module_import_keeps_every_name(imports: str) -> None:
     text = f"from __future__ import annotations\n\n{imports}\n\nx = 1\n"
     added = _new_op()._import(text, "._spec", "Attr")
     assert _imported(added, "_spec") == ["Attr", "Input", "OpSpec"]
+
+
+def _tool(name: str) -> dict:
+    return runpy.run_path(str(ROOT / "tools" / f"{name}.py"))
+
+
+def test_removing_an_op_keeps_the_import_within_the_line_length() -> None:
+    names = [f"op_number_{i}" for i in range(12)]
+    text = INIT.format(imports="from .ops import (\n" + "".join(f"    {n},\n" for n in names) + ")")
+    without = _tool("remove_op")["without_export"]
+    fewer = without(text, "op_number_0")
+    assert _imported(fewer, "ops") == names[1:]
+    assert max(map(len, fewer.splitlines())) <= 110
+    few = INIT.format(imports="from .ops import (\n    alpha,\n    beta,\n)")
+    assert "from .ops import beta\n" in without(few, "alpha")  # fits on one line again
+
+
+@pytest.mark.skipif(not (ROOT / "tools" / "copy_op.py").is_file(), reason="no tools/copy_op.py")
+def test_copy_renames_the_op_and_nothing_else() -> None:
+    copy_op = _tool("copy_op")
+    source = "\n".join(
+        [
+            "// CheckArgWhereArgs, ArgWhereCPU and SCALE_LIB_KERNELS_ARGWHERE_H_",
+            "y = scale_lib.argwhere(x); z = np.argwhere(x); w = numpy.argwhere(x)",
+            "def test_argwhere_matches(): bench('argwhere')",
+        ]
+    )
+    rename = copy_op["renamer"]("argwhere", "nz_index", "scale_lib", [source])
+    assert rename(source).splitlines() == [
+        "// CheckNzIndexArgs, NzIndexCPU and SCALE_LIB_KERNELS_NZ_INDEX_H_",
+        "y = scale_lib.nz_index(x); z = np.argwhere(x); w = numpy.argwhere(x)",  # the reference
+        "def test_nz_index_matches(): bench('nz_index')",
+    ]
+    # The library's own name holds the op's: scale_lib, ScaleLib and SCALE_LIB stay.
+    rename = copy_op["renamer"]("scale", "gain", "scale_lib", [])
+    assert (
+        rename("scale_lib.scale(x) ScaleLib SCALE_LIB_SCALE") == "scale_lib.gain(x) ScaleLib SCALE_LIB_GAIN"
+    )
+
+
+@pytest.mark.skipif(not (ROOT / "tools" / "copy_op.py").is_file(), reason="no tools/copy_op.py")
+def test_copy_binds_shared_references_to_new_names() -> None:
+    keep = _tool("copy_op")["keep_imported_names"]
+    original = "from reference import assert_close, norm_reference\nfrom test_norm_cases import CASES\n"
+    renamed = "from reference import assert_close, my_norm_reference\nfrom test_my_norm_cases import CASES\n"
+    assert keep(original, renamed, {"test_my_norm_cases"}) == (
+        "from reference import assert_close\n"
+        "from reference import norm_reference as my_norm_reference\n"
+        "from test_my_norm_cases import CASES\n"
+    )

@@ -13,7 +13,8 @@
   2. in each of the three, as docs/adding_an_op.md and docs/scan.md say: add silu_mul, an
      elementwise op with the documented vjp (tools/new_op.py, then the user's edits), and
      prefix_sum and cumprod, scans (--kind scan, cumprod with --scan-op prod; docs/scan.md's code
-     is what the scaffold wrote), add an op of its own kernels (--kind custom), remove one op
+     is what the scaffold wrote), add an op of its own kernels (--kind custom), where the
+     library has softmax a copy of it (new_op.py fast_softmax --like softmax), remove one op
      (tools/remove_op.py), commit; then the same checks (the removed op dropped too), its tests
      now by its own `tests` session, with every framework (PyTorch, JAX, Paddle);
   3. generate a library at an older template commit, edit a kernel and a shared file in it,
@@ -231,12 +232,17 @@ def flow_evolve(work: Path) -> None:
                 cwd=dest,
             )
             print("   files the user edited: " + ", ".join(sorted(edited)))
+        added = {"silu_mul", "prefix_sum", "cumprod"}
+        if "softmax" in ops:
+            with step(f"{name}: add fast_softmax, a copy of the NVRTC example (new_op.py --like softmax)"):
+                run(*new_op, "fast_softmax", "--like", "softmax", cwd=dest)
+                added.add("fast_softmax")
         with step(f"  remove {removed} (tools/remove_op.py), commit"):
             run(PY, "tools/remove_op.py", removed, cwd=dest)
-            _commit(dest, f"silu_mul, prefix_sum, cumprod; without {removed}")
+            _commit(dest, f"{', '.join(sorted(added))}; without {removed}")
             answers = (dest / ".copier-answers.yml").read_text()
             assert removed not in answers, answers
-            check_names(dest, ({"scale", *ops} - {removed}) | {"silu_mul", "prefix_sum", "cumprod"})
+            check_names(dest, ({"scale", *ops} - {removed}) | added)
             left = run("git", "grep", "-n", "-w", removed, cwd=dest, check=False)
             assert not left.strip(), f"{name}: files still naming {removed}:\n{left}"
         with step("  its lint, docs and tests with every framework (PyTorch, JAX, Paddle)"):

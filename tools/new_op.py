@@ -95,6 +95,7 @@ class Spec:
     cuda_only: bool
     lang: str = "cuda"
     scan_op: str = "sum"
+    like: str | None = None  # --like: the example op copied instead (tools/copy_op.py)
 
     # -- names --------------------------------------------------------------------------------
     @property
@@ -806,7 +807,8 @@ def add_to_init(init: Path, op: str) -> None:
     imports = _import_statement(text, ".ops")
     assert imports is not None, f"{init}: no 'from .ops import' statement"
     names = sorted({*_imported_names(imports), op})
-    text = text.replace(imports.group(0), f"from .ops import {', '.join(names)}")
+    statement = runpy.run_path(str(ROOT / "tools" / "remove_op.py"))["import_statement"]
+    text = text.replace(imports.group(0), statement("from .ops import ", names).rstrip("\n"))
     listing = re.search(r"__all__ = \[(.*?)\]", text, re.DOTALL)
     assert listing is not None, f"{init}: no __all__"
     # Ruff's order for __all__ (RUF022): constants, then classes, then the rest, each by name.
@@ -1473,8 +1475,17 @@ def parse(argv: list[str]) -> tuple[Spec, bool]:
         default="sum",
         help="a scan's operator (default: sum): the kernels' operator, the reference and the vjp",
     )
+    parser.add_argument(
+        "--like",
+        metavar="OP",
+        help="copy the example op OP under NAME instead (tools/copy_op.py): its kernels, tests, docs page",
+    )
     parser.add_argument("--no-format", action="store_true", help="do not run clang-format and ruff format")
     args = parser.parse_args(argv)
+    shaped = {"--inputs": "inputs", "--attrs": "attrs", "--kind": "kind", "--cuda-only": "cuda_only"}
+    shaped |= {"--lang": "lang", "--scan-op": "scan_op"}
+    if args.like and any(getattr(args, dest) != parser.get_default(dest) for dest in shaped.values()):
+        sys.exit(f"error: --like copies {args.like} as it is; it takes none of {', '.join(shaped)}")
     inputs = tuple(_identifier(n.strip(), "input") for n in args.inputs.split(",") if n.strip())
     attrs = []
     for item in filter(None, (a.strip() for a in args.attrs.split(","))):
@@ -1495,7 +1506,9 @@ def parse(argv: list[str]) -> tuple[Spec, bool]:
         sys.exit("error: --lang triton scaffolds elementwise ops; write other patterns from docs/triton.md")
     if args.scan_op != "sum" and args.kind != "scan":
         sys.exit("error: --scan-op is the operator of a scan: use it with --kind scan")
-    spec = Spec(op, library, inputs, tuple(attrs), args.kind, args.cuda_only, args.lang, args.scan_op)
+    spec = Spec(
+        op, library, inputs, tuple(attrs), args.kind, args.cuda_only, args.lang, args.scan_op, args.like
+    )
     return spec, not args.no_format
 
 
@@ -1518,7 +1531,13 @@ def format_files(paths: list[Path]) -> None:
     py = [str(p) for p in paths if p.suffix == ".py"]
     try:
         tools = _formatters()
-        for tool, files, cmd in (("clang-format", cpp, ["-i"]), ("ruff", py, ["format", "-q"])):
+        # clang-format twice: its alignment of trailing comments can settle only on a second pass
+        # (a renamed copy's longer lines), and the lint runs it once.
+        for tool, files, cmd in (
+            ("clang-format", cpp, ["-i"]),
+            ("clang-format", cpp, ["-i"]),
+            ("ruff", py, ["format", "-q"]),
+        ):
             if files:
                 subprocess.run([tools[tool], *cmd, *files], check=True, cwd=ROOT)
     except (OSError, subprocess.CalledProcessError) as error:  # no network for the wheels, say
@@ -1543,8 +1562,32 @@ def track(paths: list[Path]) -> None:
         subprocess.run(["git", "add", "--intent-to-add", *map(str, paths)], cwd=ROOT, check=False)
 
 
+def copy_like(s: Spec, run_formatters: bool) -> int:
+    """``--like OP``: the example OP copied under the new name (tools/copy_op.py)."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    from copy_op import copy_example
+
+    created, edited = copy_example(s.like, s.op, s.lib)
+    package = ROOT / "python" / s.lib
+    add_to_init(package / "__init__.py", s.op)
+    if any(p.startswith("kernels/triton/") for p in created) and require_triton_to_build(
+        ROOT / "pyproject.toml"
+    ):
+        edited.append("pyproject.toml")
+    if run_formatters:
+        format_files([ROOT / p for p in created] + [package / "ops.py", package / "__init__.py"])
+    track([ROOT / p for p in created])
+    print(f"created {', '.join(created)}")
+    print(f"edited  {', '.join(edited)}")
+    print(f"next: change {s.op}'s math in every kernel file above, its reference in tests/test_{s.op}.py")
+    print(f"      and its page docs/kernels/{s.op}.md; python3 tools/dev.py loop -- tests/test_{s.op}.py")
+    return 0
+
+
 def main(argv: list[str]) -> int:
     s, run_formatters = parse(argv)
+    if s.like:
+        return copy_like(s, run_formatters)
     cuda_files = (
         {f"kernels/triton/{s.op}.py": triton_source(s), f"kernels/triton/{s.op}.cu": triton_launcher(s)}
         if s.lang == "triton"

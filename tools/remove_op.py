@@ -146,13 +146,22 @@ def without_table_rows(text: str, name: str) -> str:
     return re.sub(rf"^\|[ \t]*`{re.escape(name)}[`(][^\n]*\n", "", text, flags=re.MULTILINE)
 
 
+def import_statement(head: str, names: list[str], line_length: int = 110) -> str:
+    """``head`` (``from .ops import ``) and ``names`` as ruff formats them at pyproject.toml's
+    line length: one line where it fits, else one name a line in parentheses."""
+    line = f"{head}{', '.join(names)}\n"
+    if len(line) - 1 <= line_length:
+        return line
+    return head + "(\n" + "".join(f"    {n},\n" for n in names) + ")\n"
+
+
 def without_export(text: str, name: str) -> str:
     """__init__.py without ``name`` in ``from .ops import ...`` and in ``__all__``."""
 
     def drop(match: re.Match[str]) -> str:
         names = [n.strip() for n in match.group(2).replace("(", "").replace(")", "").split(",")]
         kept = [n for n in names if n and n != name]
-        return f"{match.group(1)}{', '.join(kept)}\n" if kept else ""
+        return import_statement(match.group(1), kept) if kept else ""
 
     text = re.sub(r"^(from \.ops import )(\([^)]*\)|[^\n]*)\n", drop, text, flags=re.MULTILINE)
     return re.sub(rf'^\s*"{re.escape(name)}",\n', "", text, flags=re.MULTILINE)

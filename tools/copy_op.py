@@ -1,0 +1,174 @@
+"""Copy an example op under a new name: ``python3 tools/new_op.py NAME --like OP``.
+
+The library's example ops are tested kernels of their kinds, and some are the only starting
+point for a pattern the scaffold does not write (a kernel compiled at run time by NVRTC,
+docs/nvrtc.md; a kernel of several phases). ``--like`` copies OP's own files (tools/remove_op.py's
+rule: the files named for it, its NVRTC source) and its section of ops.py, renaming the op in
+names and text (``op``, ``Op``, ``OP``), and adds the copy's export and README row. The copy
+builds and passes its tests as copied; then change its math, reference and docs page.
+
+What is not copied: the example's measured results, files that hold it together with others
+(``op-file:`` files not named for it, such as a suite of the NVRTC cache), and its blocks in
+shared pages. A framework's function of the op's name (``torch.<op>``, ``np.<op>``) keeps its
+name: it is the reference the copy is checked against, as a shared test helper is (imported
+under the copy's name).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import runpy
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+# A name after one of these is a framework's function (torch.<op>), not the op.
+FRAMEWORK_PREFIX = re.compile(
+    r"\b(?:torch|nn|F|functional|special|np|numpy|jnp|jax|lax|scipy|cp|cupy|paddle)\.$"
+)
+
+
+def camel(name: str) -> str:
+    return "".join(part.capitalize() for part in name.split("_"))
+
+
+def camel_spellings(old: str, texts: list[str]) -> set[str]:
+    """How the texts spell ``old`` in CamelCase: ``FooBar`` for foo_bar, and ``ArgWhere`` for
+    argwhere (where the words are cannot be told from the snake name)."""
+    letters = re.compile(re.escape(old.replace("_", "")), re.IGNORECASE)
+    found = {m.group(0) for text in texts for m in letters.finditer(text)}
+    return {word for word in found if word[0].isupper() and not word.isupper()} | {camel(old)}
+
+
+def renamer(old: str, new: str, library: str, texts: list[str]) -> Callable[[str], str]:
+    """A function renaming op ``old`` to ``new`` in a text: snake, Camel (as ``texts`` spell it)
+    and UPPER spellings, within longer names too (``test_op_gradients``, ``kOpThreads``),
+    but not inside the library's own name (``scale`` in ``scale_lib``) nor after a framework's
+    module."""
+    forms = [(re.compile(rf"(?<![a-z0-9]){re.escape(old)}(?![a-z0-9])"), new)]
+    forms += [
+        (re.compile(rf"{re.escape(spelling)}(?![a-z])"), camel(new))  # CheckSoftmaxArgs too
+        for spelling in sorted(camel_spellings(old, texts), key=len, reverse=True)
+    ]
+    forms.append((re.compile(rf"(?<![A-Z0-9]){re.escape(old.upper())}(?![A-Z0-9])"), new.upper()))
+    shielded = [library, camel(library), library.upper()]
+
+    def rename(text: str) -> str:
+        for i, word in enumerate(shielded):  # the library's name never changes
+            text = text.replace(word, f"\x00{i}\x00")
+        for pattern, replacement in forms:
+            text = pattern.sub(
+                lambda m, r=replacement: m.group(0) if FRAMEWORK_PREFIX.search(m.string, 0, m.start()) else r,
+                text,
+            )
+        for i, word in enumerate(shielded):
+            text = text.replace(f"\x00{i}\x00", word)
+        return text
+
+    return rename
+
+
+def keep_imported_names(original: str, renamed: str, copied_modules: set[str]) -> str:
+    """``renamed`` (a copied Python file) importing what the original imported from modules
+    that were not copied under their own names, each bound to its new name (``from reference
+    import norm_reference as my_norm_reference``): the copy keeps the example's math, and
+    names it under its own."""
+    before = [n for n in ast.walk(ast.parse(original)) if isinstance(n, ast.ImportFrom)]
+    after = [n for n in ast.walk(ast.parse(renamed)) if isinstance(n, ast.ImportFrom)]
+    lines = renamed.splitlines(keepends=True)
+    for old, new in reversed(list(zip(before, after, strict=True))):
+        if new.module in copied_modules or [a.name for a in old.names] == [a.name for a in new.names]:
+            continue
+        pairs = [(a.name, b.asname or b.name) for a, b in zip(old.names, new.names, strict=True)]
+        indent = lines[new.lineno - 1][: new.col_offset]
+        head = f"{indent}from {'.' * new.level}{new.module or ''} import "
+        plain = [name for name, bound in pairs if name == bound]
+        # Ruff's import order: the plain names in one statement, then one per renamed name.
+        statements = [head + ", ".join(plain) + "\n"] if plain else []
+        statements += [f"{head}{name} as {bound}\n" for name, bound in pairs if name != bound]
+        lines[new.lineno - 1 : new.end_lineno] = statements
+    return "".join(lines)
+
+
+def top_level_names(code: str) -> set[str]:
+    """The names a module's top level defines (functions, classes, assigned names)."""
+    names = set()
+    for node in ast.parse(code).body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {t.id for t in targets if isinstance(t, ast.Name)}
+    return names
+
+
+def own_helpers(section: str, rest: str, new: str) -> str:
+    """The copied ops.py ``section`` with the helpers it shares a name with in the ``rest`` of
+    ops.py (``_last_dim``, ``_WEIGHT``) renamed for the new op: the module must not define a
+    name twice."""
+    for name in sorted(top_level_names(section) & top_level_names(rest)):
+        prefix = f"_{new.upper()}" if name.isupper() else f"_{new}"
+        section = re.sub(rf"(?<![\w.]){re.escape(name)}\b", prefix + name, section)
+    return section
+
+
+def example_files(old: str, library: str) -> list[Path]:
+    """``old``'s own files to copy: those named for it (tools/remove_op.py's ``own_files``),
+    without measured results and without files it shares with other ops or suites."""
+    remove = runpy.run_path(str(ROOT / "tools" / "remove_op.py"))
+    named = re.compile(rf"(?:^|[_/]){re.escape(old)}(?:[._]|$)")
+    files = []
+    for path in remove["own_files"](old):
+        relative = path.relative_to(ROOT).as_posix()
+        if relative.startswith("docs/_static/") or not named.search(relative.rsplit("/", 1)[-1]):
+            continue
+        files.append(path)
+    return files
+
+
+def copy_example(old: str, new: str, library: str) -> tuple[list[str], list[str]]:
+    """Copy op ``old`` as ``new``; returns the files created and the files edited."""
+    remove = runpy.run_path(str(ROOT / "tools" / "remove_op.py"))
+    ops_py = ROOT / "python" / library / "ops.py"
+    text = ops_py.read_text()
+    sections = remove["sections"](text)
+    if old not in sections:
+        raise SystemExit(
+            f"error: --like {old}: ops.py declares no op {old} (examples here: {', '.join(sections)})"
+        )
+    if old in remove["KEEP"]:  # its tests and docs lean on shared files (tests/reference.py)
+        raise SystemExit(f"error: --like {old}: write an elementwise op with new_op.py {new} instead")
+    files = example_files(old, library)
+    rename = renamer(old, new, library, [path.read_text() for path in files])
+    copies = {}
+    for path in files:
+        relative = path.relative_to(ROOT).as_posix()
+        head, _, name = relative.rpartition("/")
+        target = f"{head}/{rename(name)}"
+        if (ROOT / target).exists():
+            raise SystemExit(f"error: {new} exists already ({target})")
+        copies[target] = rename(path.read_text())
+    copied_modules = {Path(target).stem for target in copies if target.endswith(".py")}
+    for path in files:
+        if path.suffix == ".py":
+            target = next(t for t in copies if Path(t).name == rename(path.name))
+            copies[target] = keep_imported_names(path.read_text(), copies[target], copied_modules)
+    if f"# ===== op: {new} =====" in text:
+        raise SystemExit(f"error: {new} exists already (ops.py)")
+    start, end = sections[old]
+    end_mark = "# ===== end of ops ====="
+    section = own_helpers(rename(text[start:end]), text, new)
+    text = text.replace(end_mark, section + end_mark, 1)
+    ops_py.write_text(text)
+    for target, body in copies.items():
+        (ROOT / target).write_text(body)
+    edited = [f"python/{library}/ops.py", f"python/{library}/__init__.py"]
+    readme = ROOT / "README.md"
+    row = re.search(rf"^\| `{re.escape(old)}[`(].*\n", readme.read_text(), re.MULTILINE)
+    if row is not None:
+        readme_text = readme.read_text()
+        copied = rename(row.group(0)).rstrip(" |\n") + f" (copied from `{old}`) |\n"
+        readme.write_text(readme_text.replace(row.group(0), row.group(0) + copied, 1))
+        edited.append("README.md")
+    return list(copies), edited
