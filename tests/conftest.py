@@ -83,6 +83,19 @@ def backend(request: pytest.FixtureRequest):
 
 
 @pytest.fixture
+def kernel_cache(tmp_path, monkeypatch):
+    """A fresh directory for kernels compiled at run time (not created yet; SCALE_LIB_CACHE_DIR)
+    and an empty in-memory cache (python/scale_lib/_nvrtc.py)."""
+    from scale_lib import _nvrtc
+
+    directory = tmp_path / "cache"
+    monkeypatch.setenv("SCALE_LIB_CACHE_DIR", str(directory))
+    _nvrtc.reset()
+    yield directory
+    _nvrtc.reset()
+
+
+@pytest.fixture
 def fake_device_tensor():
     """Make a tvm_ffi.Tensor over host memory that claims another device type.
 

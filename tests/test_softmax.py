@@ -1,12 +1,17 @@
 """softmax: a framework x device x dtype x shape matrix against a float64 reference, gradients
 and a property test. On CUDA the shapes cover both kernels: the one NVRTC specialises on the row
 length (rows of a warp or of a block, 16-byte loads or not) and the ahead-of-time one (rows
-longer than 32768, and the whole suite where there is no NVRTC). The runtime compilation itself
-is tested in tests/test_nvrtc.py."""
+longer than 32768, and the whole suite where there is no NVRTC). Then each CUDA kernel alone
+with sentinel-filled outputs, and the runtime-compiled one's paths: capture, compile errors,
+no NVRTC, torch.compile and jax.jit. The cache is tested in tests/test_nvrtc.py."""
 
 from __future__ import annotations
 
 import math
+import os
+import subprocess
+import sys
+import textwrap
 
 import numpy as np
 import pytest
@@ -18,6 +23,7 @@ from properties import PROFILE_SETTINGS, _dtypes_for, float_arrays, shapes
 from reference import random_data
 
 import scale_lib
+from scale_lib import _nvrtc
 from scale_lib.ops import OPS
 
 
@@ -150,3 +156,192 @@ def test_softmax_property(backend: Backend, data) -> None:
     for a, before in zip(arrays, stored, strict=True):
         np.testing.assert_array_equal(backend.to_numpy(a), before)
     assert math.prod(shape) == backend.to_numpy(result).size
+
+
+# -- the two CUDA kernels, the NVRTC one's compile paths (python/scale_lib/_nvrtc.py) ---------
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
+@pytest.mark.parametrize("cols", [1, 31, 32, 100, 1000, 1024, 1025, 4096, 8191, 16384, 32768, 32769])
+def test_softmax_kernels_on_gpu(kernel_cache, dtype: str, cols: int) -> None:
+    """Every specialisation family (a warp or a block per row, 16-byte loads or not, a partial
+    last chunk) and the ahead-of-time kernel past 32768, with a sentinel-filled output; the
+    row count is odd so a block's last rows are idle."""
+    Backend("torch", "cuda").skip_if_unavailable()
+    import torch
+
+    rows = 7
+    data = np.random.default_rng(cols).standard_normal((rows, cols)) * 4
+    x = torch.tensor(data, device="cuda").to(getattr(torch, dtype))
+    expected = reference(x.double().cpu().numpy())
+    rtol, atol = TOLERANCES[dtype]
+    # The op (runtime-compiled where NVRTC is present), then the ahead-of-time kernel alone.
+    for run in (lambda o: scale_lib.softmax(x, out=o), lambda o: scale_lib.lib.softmax_ahead_of_time(o, x)):
+        out = torch.full((rows + 1, cols), float("nan"), device="cuda", dtype=x.dtype)
+        run(out[:rows])
+        result = out.double().cpu().numpy()
+        np.testing.assert_allclose(result[:rows], expected, rtol=rtol, atol=atol)
+        assert np.isnan(result[rows]).all(), "stray write"
+
+
+@pytest.mark.gpu
+def test_softmax_first_call_during_capture_asks_for_a_warm_up(kernel_cache) -> None:
+    Backend("torch", "cuda").skip_if_unavailable()
+    if _nvrtc.nvrtc() is None:
+        pytest.skip("no NVRTC: softmax runs its ahead-of-time kernel")
+    import torch
+
+    x = torch.randn(5, 777, device="cuda")  # a row length no other test uses
+    side = torch.cuda.Stream()
+    graph = torch.cuda.CUDAGraph()
+
+    def capture() -> None:
+        with torch.cuda.graph(graph, stream=side):
+            x.mul_(1.0)  # the graph is not empty
+            scale_lib.softmax(x)
+
+    with pytest.raises(RuntimeError, match=r"during CUDA graph capture.*warm-up"):
+        capture()
+    # After a warm-up call the same call captures and replays.
+    torch.cuda.synchronize()
+    scale_lib.softmax(x)
+    static_out = torch.empty_like(x)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=side):
+        scale_lib.softmax(x, out=static_out)
+    x.copy_(torch.randn(5, 777, device="cuda"))
+    graph.replay()
+    torch.cuda.synchronize()
+    np.testing.assert_allclose(
+        static_out.cpu().numpy(), reference(x.double().cpu().numpy()), rtol=3e-5, atol=1e-6
+    )
+
+
+@pytest.mark.gpu
+def test_softmax_compile_error_through_the_op(tmp_path) -> None:
+    """A kernel source NVRTC rejects: the op raises NvrtcError with NVRTC's log. In a fresh
+    process, whose kernel table holds nothing yet (another test may have loaded this key)."""
+    Backend("torch", "cuda").skip_if_unavailable()
+    if _nvrtc.nvrtc() is None:
+        pytest.skip("no NVRTC")
+    broken = tmp_path / "kernels"
+    broken.mkdir()
+    source = (_nvrtc.SOURCES / "softmax.cu").read_text()
+    assert "typedef float Compute;" in source
+    (broken / "softmax.cu").write_text(source.replace("typedef float Compute;", "typedef flaot Compute;"))
+    code = textwrap.dedent(f"""
+        import pathlib, re, torch, scale_lib
+        from scale_lib import _nvrtc
+        _nvrtc.SOURCES = pathlib.Path({str(broken)!r})
+        x = torch.randn(3, 779, device="cuda", dtype=torch.float16)
+        try:
+            scale_lib.softmax(x)
+        except scale_lib.NvrtcError as err:
+            print("ok" if re.search(r"(?s)could not compile.*flaot", str(err)) else str(err))
+        else:
+            print("no error")
+    """)
+    env = {**os.environ, "SCALE_LIB_CACHE_DIR": str(tmp_path / "cache")}
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0 and run.stdout.strip().splitlines()[-1:] == ["ok"], run.stdout + run.stderr
+
+
+@pytest.mark.gpu
+def test_softmax_on_gpu_without_nvrtc(tmp_path) -> None:
+    """Without NVRTC the ahead-of-time kernel gives the same results, and a first call can be
+    captured into a CUDA graph."""
+    Backend("torch", "cuda").skip_if_unavailable()
+    code = textwrap.dedent("""
+        import numpy as np, torch, scale_lib
+        for cols in (7, 1000, 4096):
+            x = torch.randn(9, cols, device="cuda", dtype=torch.float64)
+            y = scale_lib.softmax(x).cpu().numpy()
+            e = np.exp(x.cpu().numpy() - x.cpu().numpy().max(-1, keepdims=True))
+            np.testing.assert_allclose(y, e / e.sum(-1, keepdims=True), rtol=1e-12, atol=1e-14)
+        # Nothing to load: a first call may be captured.
+        x = torch.randn(3, 785, device="cuda")
+        out = torch.empty_like(x)
+        graph, side = torch.cuda.CUDAGraph(), torch.cuda.Stream()
+        with torch.cuda.graph(graph, stream=side):
+            scale_lib.softmax(x, out=out)
+        graph.replay()
+        torch.cuda.synchronize()
+        torch.testing.assert_close(out, torch.softmax(x, dim=-1))
+        print("ok")
+    """)
+    env = {**os.environ, "SCALE_LIB_NVRTC": "0", "SCALE_LIB_CACHE_DIR": str(tmp_path)}
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr
+
+
+@pytest.mark.gpu
+def test_softmax_compiles_under_torch_compile(kernel_cache) -> None:
+    Backend("torch", "cuda").skip_if_unavailable()
+    import torch
+
+    torch._dynamo.reset()
+    f = torch.compile(lambda v: scale_lib.softmax(v) * 2, fullgraph=True)
+    x = torch.randn(6, 781, device="cuda")  # a new key: compiled at the first run
+    np.testing.assert_allclose(
+        f(x).cpu().numpy(), 2 * reference(x.double().cpu().numpy()), rtol=3e-5, atol=1e-6
+    )
+
+
+@pytest.mark.gpu
+def test_softmax_compiles_under_jax_jit(kernel_cache) -> None:
+    Backend("jax", "cuda").skip_if_unavailable()
+    import jax
+
+    x = jax.device_put(
+        np.random.default_rng(0).standard_normal((6, 783)).astype(np.float32), jax.devices("gpu")[0]
+    )
+    y = jax.jit(lambda v: scale_lib.softmax(v) * 2)(x)
+    np.testing.assert_allclose(
+        np.asarray(y), 2 * reference(np.asarray(x, dtype=np.float64)), rtol=3e-5, atol=1e-6
+    )
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("cols", [100, 4096, 40000])
+def test_softmax_special_values_on_gpu(kernel_cache, cols: int) -> None:
+    """NaN and +inf make their row NaN, -inf elements get 0, in both kernels, like NumPy."""
+    Backend("torch", "cuda").skip_if_unavailable()
+    import torch
+
+    data = np.random.default_rng(cols).standard_normal((4, cols))
+    data[0, 3] = np.nan
+    data[1, 5] = np.inf
+    data[2, ::3] = -np.inf
+    with np.errstate(invalid="ignore"):
+        expected = reference(data)
+    x = torch.tensor(data, device="cuda", dtype=torch.float32)
+    for run in (lambda o: scale_lib.softmax(x, out=o), lambda o: scale_lib.lib.softmax_ahead_of_time(o, x)):
+        out = torch.empty_like(x)
+        run(out)
+        np.testing.assert_allclose(out.double().cpu().numpy(), expected, rtol=3e-5, atol=1e-6, equal_nan=True)
+
+
+def test_softmax_special_values_on_cpu() -> None:
+    """The CPU twin treats NaN, +inf and -inf as the CUDA kernels do."""
+    data = np.random.default_rng(1).standard_normal((4, 100))
+    data[0, 3] = np.nan
+    data[1, 5] = np.inf
+    data[2, ::3] = -np.inf
+    with np.errstate(invalid="ignore"):
+        expected = reference(data)
+    np.testing.assert_allclose(scale_lib.softmax(data), expected, rtol=1e-12, atol=1e-14, equal_nan=True)
+
+
+def test_softmax_without_nvrtc(tmp_path) -> None:
+    """A process with no NVRTC: softmax runs its other kernels."""
+    code = textwrap.dedent("""
+        import numpy as np, scale_lib
+        from scale_lib import _nvrtc
+        assert _nvrtc.nvrtc() is None
+        x = np.linspace(-3, 3, 12, dtype=np.float32).reshape(3, 4)
+        e = np.exp(x - x.max(-1, keepdims=True))
+        np.testing.assert_allclose(scale_lib.softmax(x), e / e.sum(-1, keepdims=True), rtol=1e-6)
+        print("ok")
+    """)
+    env = {**os.environ, "SCALE_LIB_NVRTC": "0", "SCALE_LIB_CACHE_DIR": str(tmp_path)}
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr
