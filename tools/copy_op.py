@@ -4,7 +4,7 @@ The library's example ops are tested kernels of their kinds, and some are the on
 point for a pattern the scaffold does not write (a kernel compiled at run time by NVRTC,
 docs/nvrtc.md; a kernel of several phases). ``--like`` copies OP's own files (tools/remove_op.py's
 rule: the files named for it, its NVRTC source) and its section of ops.py, renaming the op in
-names and text (``op``, ``Op``, ``OP``), and adds the copy's export and README row. The copy
+names and text (``op``, ``Op``, ``OP``), and adds the copy's export and README row (tools/new_op.py). The copy
 builds and passes its tests as copied; then change its math, reference and docs page.
 
 What is not copied: the example's measured results, files that hold it together with others
@@ -128,7 +128,8 @@ def example_files(old: str, library: str) -> list[Path]:
 
 
 def copy_example(old: str, new: str, library: str) -> tuple[list[str], list[str]]:
-    """Copy op ``old`` as ``new``; returns the files created and the files edited."""
+    """Copy op ``old``'s files and ops.py section as ``new``; returns the files created and
+    the files edited."""
     remove = runpy.run_path(str(ROOT / "tools" / "remove_op.py"))
     ops_py = ROOT / "python" / library / "ops.py"
     text = ops_py.read_text()
@@ -164,11 +165,13 @@ def copy_example(old: str, new: str, library: str) -> tuple[list[str], list[str]
     for target, body in copies.items():
         (ROOT / target).write_text(body)
     edited = [f"python/{library}/ops.py", f"python/{library}/__init__.py"]
-    readme = ROOT / "README.md"
-    row = re.search(rf"^\| `{re.escape(old)}[`(].*\n", readme.read_text(), re.MULTILINE)
-    if row is not None:
-        readme_text = readme.read_text()
-        copied = rename(row.group(0)).rstrip(" |\n") + f" (copied from `{old}`) |\n"
-        readme.write_text(readme_text.replace(row.group(0), row.group(0) + copied, 1))
-        edited.append("README.md")
     return list(copies), edited
+
+
+def readme_row(old: str, new: str, library: str, readme: Path) -> str | None:
+    """The README op table's row of ``old``, renamed for its copy ``new``."""
+    row = re.search(rf"^\| `{re.escape(old)}[`(].*\n", readme.read_text(), re.MULTILINE)
+    if row is None:
+        return None
+    rename = renamer(old, new, library, [row.group(0)])
+    return rename(row.group(0)).rstrip(" |\n") + f" (copied from `{old}`) |\n"

@@ -821,13 +821,6 @@ def add_to_init(init: Path, op: str) -> None:
 
 
 def add_readme_row(readme: Path, s: Spec) -> None:
-    text = readme.read_text()
-    head, sep, rest = text.partition("## The ops")
-    if not sep:
-        return
-    table_rows = list(re.finditer(r"^\| `\w+\(.*\n", rest, re.MULTILINE))
-    if not table_rows:
-        return
     signature = ", ".join([*s.inputs, *(a.name for a in s.attrs), "*", "out=None"])
     pattern = {
         "elementwise": "an elementwise op",
@@ -837,9 +830,21 @@ def add_readme_row(readme: Path, s: Spec) -> None:
     }
     where = " (CUDA only)" if s.cuda_only else ""
     where += ", in Triton" if s.lang == "triton" else ""
-    row = f"| `{s.op}({signature})` | `{s.formula}` | {pattern[s.kind]}{where} (scaffolded) |\n"
+    append_readme_row(
+        readme, f"| `{s.op}({signature})` | `{s.formula}` | {pattern[s.kind]}{where} (scaffolded) |\n"
+    )
+
+
+def append_readme_row(readme: Path, row: str) -> bool:
+    """``row`` at the end of the README's op table (the ops' order in ops.py); False if none."""
+    text = readme.read_text()
+    head, sep, rest = text.partition("## The ops")
+    table_rows = list(re.finditer(r"^\| `\w+\(.*\n", rest, re.MULTILINE))
+    if not sep or not table_rows:
+        return False
     at = table_rows[-1].end()
     readme.write_text(head + sep + rest[:at] + row + rest[at:])
+    return True
 
 
 def docs_page(s: Spec) -> str:
@@ -1565,9 +1570,12 @@ def track(paths: list[Path]) -> None:
 def copy_like(s: Spec, run_formatters: bool) -> int:
     """``--like OP``: the example OP copied under the new name (tools/copy_op.py)."""
     sys.path.insert(0, str(ROOT / "tools"))
-    from copy_op import copy_example
+    from copy_op import copy_example, readme_row
 
     created, edited = copy_example(s.like, s.op, s.lib)
+    row = readme_row(s.like, s.op, s.lib, ROOT / "README.md")
+    if row is not None and append_readme_row(ROOT / "README.md", row):
+        edited.append("README.md")
     package = ROOT / "python" / s.lib
     add_to_init(package / "__init__.py", s.op)
     if any(p.startswith("kernels/triton/") for p in created) and require_triton_to_build(
