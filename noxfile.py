@@ -506,6 +506,17 @@ def _build_cuda(
     return toolchain
 
 
+# What the release checks found (tools/check_wheel.py --summary): the README's platform rows
+# (glibc floor, architectures, drivers) are rendered from it (tools/render_docs.py).
+RELEASE_SUMMARY = ROOT / "docs" / "_static" / "release" / "wheels.json"
+
+
+def _check_platform_rows(session: nox.Session) -> None:
+    """The docs' numbers still match what the checks recorded, or the session fails saying how
+    to update them (python3 tools/render_docs.py, then commit the summary and the pages)."""
+    session.run("python", "tools/render_docs.py", "--check")
+
+
 def _build_cuda_wheel(
     session: nox.Session, cuda: str, outdir: str, architectures: str | None, arch: str = "x86_64"
 ) -> None:
@@ -521,11 +532,15 @@ def _build_cuda_wheel(
         tvm_ffi_lib = _aarch64_tvm_ffi(session)
         manylinux = ["--arch", arch, "--emulator", str(EMULATOR), "--tvm-ffi-lib", str(tvm_ffi_lib)]
     wheels = _manylinux(session, dist, manylinux)
+    # The aarch64 release wheel's checks record what they found for the README's platform rows.
+    summary = ["--summary", str(RELEASE_SUMMARY)] if arch != "x86_64" and not architectures else []
     session.run(
         "python", "tools/check_wheel.py", "--cuda", cuda, "--archs", architectures or "default",
         "--cuobjdump", toolchain["CUOBJDUMP"], "--forbid-path", toolchain["CUDAToolkit_ROOT"],
-        "--forbid-path", str(sysroot), *wheels,
+        "--forbid-path", str(sysroot), *summary, *wheels,
     )  # fmt: skip
+    if summary:
+        _check_platform_rows(session)
     if arch == "x86_64":
         # Installed, it imports, reports its CUDA runtime and runs on the CPU (no GPU needed).
         session.install(*wheels, "numpy")
@@ -603,8 +618,9 @@ def build_release(session: nox.Session) -> None:
         libraries = [f"--library={library}={cuda}" for cuda, library in RELEASE_LIBRARIES.items()]
         session.run(
             "python", "tools/check_wheel.py", *libraries, "--cuobjdump", toolchain["CUOBJDUMP"],
-            *forbid, *wheels,
+            *forbid, "--summary", str(RELEASE_SUMMARY), *wheels,
         )  # fmt: skip
+        _check_platform_rows(session)
     # Installed, it imports either library (SCALE_LIB_CUDA_MAJOR) and runs on the CPU.
     session.install("--force-reinstall", "--no-deps", *wheels)
     session.install("numpy")

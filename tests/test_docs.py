@@ -499,10 +499,7 @@ def _unsourced(text: str, renderer: dict) -> tuple[list[tuple[int, str]], list[s
             path = what.strip()
             if not (path.startswith(("https://", "past run: ")) or (ROOT / path.split("#")[0]).exists()):
                 bad.append(f"{line}: source: {what} (no such file)")
-        cells = (
-            [c.strip() for c in block.strip().strip("|").split("|")] if block.lstrip().startswith("|") else []
-        )
-        if marks or (cells and cells[0] in renderer["PLATFORM_ROWS"]):
+        if marks:
             continue
         prose = renderer["SPAN"].sub(" ", block)
         prose = re.sub(r"<!--.*?-->", " ", prose, flags=re.DOTALL)

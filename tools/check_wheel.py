@@ -28,6 +28,7 @@ the toolchains), or a temporary directory of `python -m build` (build-env-*, bui
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shutil
@@ -74,8 +75,9 @@ def _archs(archs: set[str]) -> str:
     return " ".join(sorted(archs, key=lambda a: int(re.sub(r"\D", "", a) or 0))) or "none"
 
 
-def check_architectures(library: bytes, archs: str, cuobjdump: str) -> list[str]:
-    """Each fatbin holds SASS for every -real architecture and PTX for every -virtual one."""
+def check_architectures(library: bytes, archs: str, cuobjdump: str, facts: dict | None = None) -> list[str]:
+    """Each fatbin holds SASS for every -real architecture and PTX for every -virtual one
+    (recorded in ``facts``: "sass" and "ptx", the architectures found)."""
     want_sass = {a.split("-")[0].rstrip("f") for a in archs.split(";") if not a.endswith("-virtual")}
     want_ptx = {a.split("-")[0] for a in archs.split(";") if not a.endswith("-real")}
     # A family target (100f-real): nvcc's machine code for the family; Triton's for each GPU of
@@ -111,6 +113,9 @@ def check_architectures(library: bytes, archs: str, cuobjdump: str) -> list[str]
             seen_sass |= sass
             seen_ptx |= ptx
     print(f"  {len(blobs)} fatbins; SASS for {_archs(seen_sass)}; PTX for {_archs(seen_ptx)}")
+    if facts is not None:
+        facts["sass"] = _archs(seen_sass).split()
+        facts["ptx"] = _archs(seen_ptx).split()
     return problems
 
 
@@ -217,14 +222,21 @@ def build_paths(data: bytes, forbidden: list[str], where: str) -> list[str]:
 
 
 def check_device_code(
-    library: bytes, cuobjdump: str, sass_driver: str, ptx_driver_max: str, forbidden: list[str] | None = None
+    library: bytes,
+    cuobjdump: str,
+    sass_driver: str,
+    ptx_driver_max: str,
+    forbidden: list[str] | None = None,
+    facts: dict | None = None,
 ) -> list[str]:
     """Every cubin and PTX embedded in the library (in any fatbin, or stored bare): what it
     needs of the driver. Machine code must load on `sass_driver` (the oldest driver the wheel
     declares); PTX must not need a driver newer than `ptx_driver_max`. None may name a path in
-    `forbidden`."""
+    `forbidden`. Recorded in ``facts``: "sass_driver" and "ptx_driver", the newest CUDA driver
+    version its machine code and its PTX need."""
     problems = []
     needs: dict[str, set[str]] = {}
+    kinds: dict[str, set[str]] = {"sass": set(), "ptx": set()}
     with tempfile.TemporaryDirectory() as tmp:
         for index, blob in enumerate(fatbins(library)):
             out = Path(tmp) / str(index)
@@ -246,6 +258,7 @@ def check_device_code(
                     arch, driver = cubin_driver(elf)
                     listed.append(f"{_cubin_arch(item.name, arch)} ({cubin_abi(elf)})")
                     needs.setdefault(driver, set()).add(arch)
+                    kinds["sass"].add(driver)
                     if _version(driver) > _version(sass_driver):
                         problems.append(
                             f"{item.name}: {arch} machine code needs a CUDA {driver} driver; "
@@ -255,6 +268,7 @@ def check_device_code(
                     name, driver = ptx_driver(item.read_text(errors="replace"))
                     listed.append(name)
                     needs.setdefault(driver, set()).add(name)
+                    kinds["ptx"].add(driver)
                     if _version(driver) > _version(ptx_driver_max):
                         problems.append(
                             f"{item.name}: {name} needs a CUDA {driver} driver; the wheel "
@@ -264,12 +278,15 @@ def check_device_code(
     for index, elf in enumerate(_raw_cubins(library)):
         arch, driver = cubin_driver(elf)
         needs.setdefault(driver, set()).add(f"bare {arch}")
+        kinds["sass"].add(driver)
         if _version(driver) > _version(sass_driver):
             problems.append(
                 f"bare cubin {index}: {arch} needs a CUDA {driver} driver; the wheel declares {sass_driver}"
             )
     for driver in sorted(needs, key=_version):
         print(f"  needs a CUDA {driver} driver: {', '.join(sorted(needs[driver]))}")
+    if facts is not None:
+        facts |= {f"{kind}_driver": max(found, key=_version) for kind, found in kinds.items() if found}
     return problems
 
 
@@ -322,8 +339,10 @@ def check_library(
     cuobjdump: str | None,
     min_driver: str | None,
     forbidden: list[str],
+    facts: dict | None = None,
 ) -> tuple[list[str], float]:
-    """The checks of one library in the wheel: (problems, its size in MiB)."""
+    """The checks of one library in the wheel: (problems, its size in MiB); what they find is
+    recorded in ``facts``."""
     problems: list[str] = []
     with tempfile.TemporaryDirectory() as tmp:
         library = Path(zf.extract(member, tmp))
@@ -349,12 +368,14 @@ def check_library(
                 problems.append("cannot read the device code: no cuobjdump (--cuobjdump or $CUOBJDUMP)")
             else:
                 sass_driver = min_driver or f"{cuda.split('.')[0]}.0"
-                problems += check_device_code(binary, cuobjdump, sass_driver, cuda, forbidden)
+                problems += check_device_code(binary, cuobjdump, sass_driver, cuda, forbidden, facts)
+                if facts is not None:
+                    facts["cuda"] = cuda
         if archs:
             if not cuobjdump:
                 problems.append("cannot check architectures: no cuobjdump (--cuobjdump or $CUOBJDUMP)")
             else:
-                problems += check_architectures(binary, archs, cuobjdump)
+                problems += check_architectures(binary, archs, cuobjdump, facts)
     return problems, library_mib
 
 
@@ -367,7 +388,10 @@ def check(
     min_driver: str | None = None,
     forbidden: list[str] | None = None,
     libraries: dict[str, str] | None = None,
+    facts: dict | None = None,
 ) -> list[str]:
+    """The checks of one wheel; what they find (its platform tag, glibc floor and each library's
+    code and driver needs) is recorded in ``facts`` under the wheel's CPU architecture."""
     problems = []
     forbidden = sorted({str(ROOT), *(forbidden or [])})
     match = re.fullmatch(r"(?P<dist>[A-Za-z0-9_]+)-(?P<version>[^-]+)-(?P<tags>.+)\.whl", wheel.name)
@@ -383,6 +407,13 @@ def check(
     # The libraries to check: lib<package>.so, or those --library names (the release wheel's
     # CUDA 12 and CUDA 13 ones), each with its CUDA version.
     targets = libraries or {package: cuda}
+    cpu = "x86_64" if platform.endswith("x86_64") else platform.rsplit("_", 1)[-1]
+    wheel_facts: dict = {"tag": platform, "libraries": {}}
+    glibc = re.match(r"manylinux_(\d+)_(\d+)_", platform)
+    if glibc:
+        wheel_facts["glibc"] = f"{glibc[1]}.{glibc[2]}"
+    if facts is not None:
+        facts[cpu] = wheel_facts
     with zipfile.ZipFile(wheel) as zf:
         names = zf.namelist()
         required_files = [f"{package}/__init__.py", f"{package}/py.typed"]
@@ -419,6 +450,7 @@ def check(
                 cuobjdump,
                 library_min_driver,
                 forbidden,
+                wheel_facts["libraries"].setdefault(name, {}),
             )
             problems += found
             library_mib += mib
@@ -461,6 +493,14 @@ def main(argv: list[str]) -> int:
         "checked as --cuda CUDA --archs default with the driver floor CUDA <major>.0 "
         "(repeatable: the release wheel's CUDA 12 and CUDA 13 libraries; then exactly these)",
     )
+    parser.add_argument(
+        "--summary",
+        type=Path,
+        metavar="JSON",
+        help="record what the checks found (each wheel's tag and glibc floor, each library's CUDA, "
+        "architectures and driver needs) in this file, under the wheel's CPU architecture, keeping "
+        "the other architectures' entries: the README's platform rows are rendered from it",
+    )
     args = parser.parse_args(argv)
     libraries = dict(item.split("=", 1) for item in args.library)
     if libraries and (args.cuda or args.archs or args.min_driver):
@@ -473,6 +513,7 @@ def main(argv: list[str]) -> int:
         if not args.cuda:
             parser.error("--archs default needs --cuda")
         archs = default_architectures(args.cuda)
+    facts: dict = {}
     problems = [
         f"{wheel.name}: {issue}"
         for wheel in args.wheels
@@ -485,11 +526,23 @@ def main(argv: list[str]) -> int:
             args.min_driver,
             args.forbid_path,
             libraries or None,
+            facts,
         )
     ]
     for problem in problems:
         print("  " + problem)
+    if args.summary and not problems:
+        write_summary(args.summary, facts)
     return 1 if problems else 0
+
+
+def write_summary(path: Path, facts: dict) -> None:
+    """``facts`` merged into the JSON file at ``path`` (one entry per CPU architecture)."""
+    summary = json.loads(path.read_text()) if path.is_file() else {}
+    summary |= facts
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(dict(sorted(summary.items())), indent=2) + "\n")
+    print(f"recorded in {path}: {', '.join(sorted(facts))}")
 
 
 if __name__ == "__main__":

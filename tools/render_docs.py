@@ -21,10 +21,11 @@ The kinds of span (KINDS below; a fork adds its own the same way):
                                  requires DIST==X)
     python                       the lowest Python, pyproject.toml's requires-python
 
-FORMAT: `n` (65,536), `pow2` (2^15), `bytes` (256 KiB, 2.7 MiB), `str`, or a Python format spec
-(`.1f`). The support table's platform rows (the NVIDIA driver, GPUs and CPUs: README.md) are the
-release checks' to render: PLATFORM_ROWS names them until a kind renders them from those checks'
-output; tests/test_docs.py accepts their numbers meanwhile and no other unsourced number.
+FORMAT: `n` (65,536), `pow2` (2^15), `bytes` (256 KiB, 2.7 MiB), `str`, `sm` (a list of GPU
+architectures: sm_75, sm_80), or a Python format spec (`.1f`). The support table's platform rows
+(README.md: the NVIDIA driver, GPUs and CPUs) are json spans of docs/_static/release/wheels.json,
+which the release sessions' checks write (tools/check_wheel.py --summary) and then check the
+pages against.
 """
 
 from __future__ import annotations
@@ -40,9 +41,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SPAN = re.compile(r"<!-- render: (?P<spec>.+?) -->(?P<body>.*?)<!-- /render -->", re.DOTALL)
-# The support table's rows that the release checks render (README.md): their cells' numbers are
-# those checks' until a kind here renders them.
-PLATFORM_ROWS = ("NVIDIA driver", "GPUs", "CPUs")
 
 
 def pages() -> list[Path]:
@@ -101,6 +99,8 @@ def _evaluate(expr: str, names: dict[str, str], seen: tuple[str, ...] = ()) -> f
 def _format(value: object, fmt: str) -> str:
     if fmt == "str":
         return str(value)
+    if fmt == "sm":  # a list of GPU architectures, as CUDA names them
+        return ", ".join(f"sm_{arch}" for arch in value)  # type: ignore[attr-defined]
     if fmt == "n":
         return f"{value:,}"
     if fmt == "pow2":
