@@ -148,8 +148,7 @@ def _install_all(session: nox.Session, env: dict[str, str] | None = None) -> Non
     # --upgrade: a reused environment moves to the newest releases, so `tests` is the highest end
     # of every supported range (TORCH_SPEC aside).
     session.install("--upgrade", TORCH)
-    # nvrtc: the kernels compiled at run time, and the cache's suite (tests/test_nvrtc.py) that compiles.
-    session.install("--upgrade", "--upgrade-strategy", "eager", ".[test,numpy,jax,paddle,nvrtc]", env=env)
+    session.install("--upgrade", "--upgrade-strategy", "eager", ".[test,numpy,jax,paddle]", env=env)
     _show_versions(session)
 
 
@@ -201,7 +200,7 @@ def tests_gpu(session: nox.Session) -> None:
     else:
         session.install("--upgrade", *GPU_FRAMEWORKS)
         # The library built from these sources with CUDA (CUDAARCHS: the architectures).
-        session.install("--upgrade", ".[test,jax,nvrtc]", env={"SCALE_LIB_CUDA": "ON"})
+        session.install("--upgrade", ".[test,jax]", env={"SCALE_LIB_CUDA": "ON"})
     _show_versions(session)
     # python -m: pytest may be the host Python's (SCALE_LIB_GPU_FRAMEWORKS=installed).
     session.run("python", "-m", "pytest", "--require-gpu", *session.posargs)
