@@ -1582,13 +1582,21 @@ def copy_like(s: Spec, run_formatters: bool) -> int:
         ROOT / "pyproject.toml"
     ):
         edited.append("pyproject.toml")
+    hint = (
+        f"next: change {s.op}'s math in every kernel file above, its reference in tests/test_{s.op}.py\n"
+        f"      and its page docs/kernels/{s.op}.md; python3 tools/dev.py loop -- tests/test_{s.op}.py"
+    )
+    return finish(list(created), edited, package, run_formatters, hint)
+
+
+def finish(created: list[str], edited: list[str], package: Path, run_formatters: bool, hint: str) -> int:
+    """Format and track the new files, and say what was written and what to do next."""
     if run_formatters:
         format_files([ROOT / p for p in created] + [package / "ops.py", package / "__init__.py"])
     track([ROOT / p for p in created])
     print(f"created {', '.join(created)}")
     print(f"edited  {', '.join(edited)}")
-    print(f"next: change {s.op}'s math in every kernel file above, its reference in tests/test_{s.op}.py")
-    print(f"      and its page docs/kernels/{s.op}.md; python3 tools/dev.py loop -- tests/test_{s.op}.py")
+    print(hint)
     return 0
 
 
@@ -1624,14 +1632,11 @@ def main(argv: list[str]) -> int:
     edited = [f"python/{s.lib}/ops.py", f"python/{s.lib}/__init__.py", "README.md"]
     if s.lang == "triton" and require_triton_to_build(ROOT / "pyproject.toml"):
         edited.append("pyproject.toml")
-    if run_formatters:
-        format_files([ROOT / p for p in created] + [ops_py, package / "__init__.py"])
-    track([ROOT / p for p in created])
-    print(f"created {', '.join(created)}")
-    print(f"edited  {', '.join(edited)}")
-    print(f"next: write the math in kernels/{s.op}.h and the reference in tests/test_{s.op}.py, then")
-    print(f"      python3 tools/dev.py loop -- tests/test_{s.op}.py (docs/adding_an_op.md)")
-    return 0
+    hint = (
+        f"next: write the math in kernels/{s.op}.h and the reference in tests/test_{s.op}.py, then\n"
+        f"      python3 tools/dev.py loop -- tests/test_{s.op}.py (docs/adding_an_op.md)"
+    )
+    return finish(list(created), edited, package, run_formatters, hint)
 
 
 if __name__ == "__main__":
