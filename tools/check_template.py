@@ -247,6 +247,9 @@ def flow_evolve(work: Path) -> None:
             assert not left.strip(), f"{name}: files still naming {removed}:\n{left}"
         with step("  its lint, docs and tests with every framework (PyTorch, JAX, Paddle)"):
             check(name, dest, tests="tests")
+        # Its environments (GBs with every framework) go once checked: a CI disk holds one
+        # library's, not three.
+        shutil.rmtree(dest / ".nox")
 
 
 def check_scan_page(dest: Path, name: str) -> None:
