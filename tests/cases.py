@@ -31,6 +31,17 @@ def built_devices(spec: Any) -> tuple[str, ...]:
     return _REGISTERED[spec.name].devices
 
 
+def jax_device_for(devices: tuple[str, ...]) -> Any:
+    """JAX's default device where the op has kernels for it, else JAX's CPU: what a suite that
+    makes arrays with ``jnp.asarray`` runs under (``jax.default_device``) so that an op this build
+    has no CUDA kernels for (a Triton op built without Triton) is not called on a GPU."""
+    import jax
+
+    default = jax.devices()[0]
+    platform = "cuda" if default.platform == "gpu" else default.platform
+    return default if platform in devices else jax.devices("cpu")[0]
+
+
 @dataclass(frozen=True)
 class OpCase:
     """How to call one op on arrays of one framework.

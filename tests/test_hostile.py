@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import pytest
 from backends import _module
-from cases import built_devices
+from cases import built_devices, jax_device_for
 
 import scale_lib
 from scale_lib._dispatch import _REGISTERED, Dispatcher
@@ -580,7 +580,8 @@ def test_jax_vmap_over_any_inputs_matches_a_loop(spec: OpSpec) -> None:
     jnp = jax.numpy
     batch = 3
     per_example = [example(spec, seed=b) for b in range(batch)]
-    stacked = [jnp.asarray(np.stack([ex[i] for ex in per_example])) for i in range(len(spec.inputs))]
+    with jax.default_device(jax_device_for(built_devices(spec))):
+        stacked = [jnp.asarray(np.stack([ex[i] for ex in per_example])) for i in range(len(spec.inputs))]
     for axes in _batchings(len(spec.inputs)):
         args = [stacked[i] if ax == 0 else stacked[i][0] for i, ax in enumerate(axes)]
         got = jax.vmap(lambda *t: call(spec, list(t)), in_axes=axes)(*args)

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 from backends import DTYPES, numpy_dtype
-from cases import declared_cases
+from cases import declared_cases, jax_device_for
 
 import scale_lib
 from scale_lib import _jax, _jax_eager
@@ -341,7 +341,8 @@ def test_eager_calls_equal_compiled_calls_bit_for_bit(case, dtype: str) -> None:
 
 @pytest.mark.parametrize("case", JITTABLE, ids=lambda c: c.name)
 def test_eager_results_are_fresh_buffers_that_outlive_their_inputs(case) -> None:
-    inputs = [jnp.asarray(a) for a in case.numpy_inputs(4, (5, 8)).values()]
+    with jax.default_device(jax_device_for(case.devices)):
+        inputs = [jnp.asarray(a) for a in case.numpy_inputs(4, (5, 8)).values()]
     first, second = case.call(*inputs), case.call(*inputs)
     expected = np.asarray(first).copy()
     pointers = {t.unsafe_buffer_pointer() for t in inputs} | {first.unsafe_buffer_pointer()}
