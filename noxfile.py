@@ -228,8 +228,9 @@ for _framework in FRAMEWORKS:
 def loop(session: nox.Session) -> None:
     """The edit-test loop: `nox -s loop -- tests/test_NAME.py` runs pytest against an editable
     build (build/loop) that, on import, rebuilds only the sources that changed: no reinstall.
-    The first run makes the environment (NumPy; TORCH_SPEC adds PyTorch) and builds; a CPU-only
-    library unless CUDAARCHS names GPU architectures (CUDAARCHS=native: this machine's GPU)."""
+    The first run makes the environment (NumPy, and JAX for the gradient tests, whose CPU build
+    is what PyPI has; TORCH_SPEC adds PyTorch) and builds; a CPU-only library unless CUDAARCHS
+    names GPU architectures (CUDAARCHS=native: this machine's GPU)."""
     settings = {name: os.environ.get(name, "") for name in ("TORCH_SPEC", "CUDAARCHS", "SCALE_LIB_TRITON")}
     pyproject = (ROOT / "pyproject.toml").read_bytes()
     stamp = json.dumps(settings) + hashlib.sha256(pyproject).hexdigest()
@@ -244,7 +245,8 @@ def loop(session: nox.Session) -> None:
             *requires, "ninja", "cmake>=3.24", *([settings["TORCH_SPEC"]] if settings["TORCH_SPEC"] else [])
         )
         editable = ["-Ceditable.rebuild=true", "-Ceditable.verbose=false", "-Cbuild-dir=build/loop"]
-        session.install("--no-build-isolation", "-e", ".[test]", *editable, env=env)
+        # JAX: NumPy has no autodiff, so without a framework that has one a wrong vjp would pass.
+        session.install("--no-build-isolation", "-e", ".[test,jax,array-api]", *editable, env=env)
         marker.write_text(stamp)
     session.run("pytest", *(session.posargs or ["-x", "-q"]))
 

@@ -116,6 +116,11 @@ class Spec:
         return tuple(a for a in self.attrs if not (self.kind == "scan" and a.name == REVERSE))
 
     @property
+    def cuda_kernel(self) -> str:
+        """The file of the op's CUDA kernel (a Triton op's: its Triton source)."""
+        return f"kernels/triton/{self.op}.py" if self.lang == "triton" else f"kernels/{self.op}.cu"
+
+    @property
     def rows_like(self) -> bool:
         """Whether the op works along the last dimension (rows of 1 or more dimensions)."""
         return self.kind in ("rows", "scan")
@@ -251,7 +256,7 @@ struct {s.camel}Fn {{
     cuda_guard = f"{s.macro}_WITH_TRITON" if s.lang == "triton" else f"{s.macro}_WITH_CUDA"
     includes = "\n".join(x for x in ("#include <cmath>\n#include <cstdint>\n", include) if x)
     return f"""// SPDX-License-Identifier: Apache-2.0
-// {s.op}: {s.formula} (scaffolded by tools/new_op.py: describe what {s.op} computes).
+// {s.op}: {s.formula}. TODO(author): describe what {s.op} computes.
 //
 // The one header shared by the {
         "CUDA kernel" if s.cuda_only else "CPU twin, the CUDA kernel"
@@ -541,7 +546,7 @@ def cpu_source(s: Spec) -> str:
             s.lang,
         )
         return f"""// SPDX-License-Identifier: Apache-2.0
-// CPU twin of kernels/{s.op}.cu: a loop of its own.
+// CPU twin of {s.cuda_kernel}: a loop of its own.
 #include <cstdint>
 
 #include "cpu_float.h"
@@ -578,7 +583,7 @@ void {s.camel}CPU({s.cpp_params()}) {{
         launch = f"host::RunElementwise<T>({s.fn_init()}, n, {s.data_ptrs()});"
         shared = "elementwise"
     return f"""// SPDX-License-Identifier: Apache-2.0
-// CPU twin of kernels/{s.op}.cu: the same {s.camel}Fn, run by the shared CPU {shared} launcher.
+// CPU twin of {s.cuda_kernel}: the same {s.camel}Fn, run by the shared CPU {shared} launcher.
 #include <cstdint>
 
 #include "{launcher}"
@@ -821,7 +826,8 @@ def add_to_init(init: Path, op: str) -> None:
 
 
 def add_readme_row(readme: Path, s: Spec) -> None:
-    signature = ", ".join([*s.inputs, *(a.name for a in s.attrs), "*", "out=None"])
+    attrs = [a.name if a in s.math_attrs else f"{a.name}=False" for a in s.attrs]  # as ops.py declares them
+    signature = ", ".join([*s.inputs, *attrs, "*", "out=None"])
     pattern = {
         "elementwise": "an elementwise op",
         "rows": "a row-wise op",
@@ -877,7 +883,7 @@ def docs_page(s: Spec) -> str:
         )
     return f"""# `{s.op}`
 
-`{s.lib}.{s.op}` computes `{s.formula}` (scaffolded: say what it computes and the pattern it
+`{s.lib}.{s.op}` computes `{s.formula}` (TODO(author): say what it computes and the pattern it
 shows), on {devices}.
 {triton}
 The math is {where}; the sources are {", ".join(f"`{f}`" for f in files)} and
@@ -1632,8 +1638,11 @@ def main(argv: list[str]) -> int:
     edited = [f"python/{s.lib}/ops.py", f"python/{s.lib}/__init__.py", "README.md"]
     if s.lang == "triton" and require_triton_to_build(ROOT / "pyproject.toml"):
         edited.append("pyproject.toml")
+    math = f"kernels/{s.op}.h"
+    if s.lang == "triton":
+        math += f" and kernels/triton/{s.op}.py (the CUDA kernel's)"
     hint = (
-        f"next: write the math in kernels/{s.op}.h and the reference in tests/test_{s.op}.py, then\n"
+        f"next: write the math in {math} and the reference in tests/test_{s.op}.py, then\n"
         f"      python3 tools/dev.py loop -- tests/test_{s.op}.py (docs/adding_an_op.md)"
     )
     return finish(list(created), edited, package, run_formatters, hint)

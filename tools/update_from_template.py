@@ -5,11 +5,12 @@ Runs `copier update` (https://copier.readthedocs.io) with the answers recorded i
 .copier-answers.yml: copier regenerates the version this project came from and the new one (REF:
 a tag or commit of the template; default its newest), and merges the template's changes into
 your files three ways, keeping your edits. Conflicts are left inline (<<<<<<< markers) for you
-to resolve; nothing is committed. Start from a clean working tree, then review with `git diff`.
+to resolve (the tool then exits 1, naming the files); nothing is committed. Start from a clean
+working tree, then review with `git diff`.
 
     python3 tools/update_from_template.py                 # the template's newest version
     python3 tools/update_from_template.py v0.3.0          # a given tag or commit
-    python3 tools/update_from_template.py --template ../scale_lib   # the template moved
+    python3 tools/update_from_template.py --template ../template   # the template moved
 
 copier, ruff and clang-format (at the versions .pre-commit-config.yaml pins: the update formats
 what the rename changes exactly as the lint does) come from a private environment,
@@ -110,10 +111,28 @@ def main(argv: list[str]) -> int:
     ]
     if args.ref:
         command += ["--vcs-ref", args.ref]
+    before = conflicted()
     result = subprocess.run(command, cwd=ROOT)
-    if result.returncode == 0:
-        print("updated: review `git diff`, resolve any <<<<<<< conflicts, run the tests, commit")
-    return result.returncode
+    if result.returncode != 0:
+        return result.returncode
+    # copier leaves a three-way conflict inline and exits 0: the update is not done until they are
+    # resolved, so a script that runs this tool must not read success.
+    left = sorted(conflicted() - before)
+    if left:
+        print(
+            f"error: the update left conflicts (<<<<<<< blocks) in {', '.join(left)}: resolve them, "
+            "run the tests, commit",
+            file=sys.stderr,
+        )
+        return 1
+    print("updated: review `git diff`, run the tests, commit")
+    return 0
+
+
+def conflicted() -> set[str]:
+    """The files (tracked or new) that hold a conflict's opening marker at the start of a line."""
+    grep = ["git", "grep", "--untracked", "-l", "-e", "^<<<<<<< "]
+    return set(subprocess.run(grep, cwd=ROOT, capture_output=True, text=True).stdout.split())
 
 
 if __name__ == "__main__":
