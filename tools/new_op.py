@@ -583,7 +583,7 @@ void {s.camel}CPU({s.cpp_params()}) {{
         launch = f"host::RunElementwise<T>({s.fn_init()}, n, {s.data_ptrs()});"
         shared = "elementwise"
     return f"""// SPDX-License-Identifier: Apache-2.0
-// CPU twin of {s.cuda_kernel}: the same {s.camel}Fn, run by the shared CPU {shared} launcher.
+// CPU twin of {s.cuda_kernel}: {s.camel}Fn (kernels/{s.op}.h), run by the shared CPU {shared} launcher.
 #include <cstdint>
 
 #include "{launcher}"
@@ -1642,7 +1642,8 @@ def main(argv: list[str]) -> int:
     if s.lang == "triton":
         math += f" and kernels/triton/{s.op}.py (the CUDA kernel's)"
     hint = (
-        f"next: write the math in {math} and the reference in tests/test_{s.op}.py, then\n"
+        f"next: write the math in {math}\n"
+        f"      and the reference in tests/test_{s.op}.py, then\n"
         f"      python3 tools/dev.py loop -- tests/test_{s.op}.py (docs/adding_an_op.md)"
     )
     return finish(list(created), edited, package, run_formatters, hint)
