@@ -298,9 +298,36 @@ def sanitize(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
-    """Every pre-commit hook over every file."""
+    """Every pre-commit hook over every file; on failure, the changes the hooks made (and only
+    those: pre-commit's own diff would also show every file not yet committed, such as the ones
+    tools/new_op.py adds, in full)."""
     session.install("pre-commit>=3")
-    session.run("pre-commit", "run", "--all-files", "--show-diff-on-failure", *session.posargs)
+    before = _worktree_tree(session)
+    try:
+        session.run("pre-commit", "run", "--all-files", *session.posargs)
+    except nox.command.CommandFailed:
+        after = _worktree_tree(session)
+        changed = subprocess.run(["git", "diff", before, after], cwd=ROOT, capture_output=True, text=True)
+        if changed.stdout:
+            print("\nthe hooks changed these files (review, then add them):\n" + changed.stdout)
+        session.error("lint failed")
+
+
+def _worktree_tree(session: nox.Session) -> str:
+    """The working tree as git would commit it (every file `git add -A` takes) as a tree object,
+    written through an index of its own: the real index and the files stay as they are."""
+    git_index = subprocess.run(
+        ["git", "rev-parse", "--git-path", "index"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    index = Path(session.create_tmp()) / "lint-index"
+    if (ROOT / git_index).is_file():  # its file stats spare re-reading unchanged files
+        shutil.copyfile(ROOT / git_index, index)
+    env = {**os.environ, "GIT_INDEX_FILE": str(index)}
+    subprocess.run(["git", "add", "-A"], cwd=ROOT, env=env, check=True)
+    tree = subprocess.run(
+        ["git", "write-tree"], cwd=ROOT, env=env, capture_output=True, text=True, check=True
+    )
+    return tree.stdout.strip()
 
 
 @nox.session(python=PYTHON)
