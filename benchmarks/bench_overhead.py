@@ -13,8 +13,9 @@ one untimed call, with one synchronisation at its end for asynchronous framework
 what the host spends per call when the kernels are tiny. The JSON keeps the median and the minimum
 over the samples; the report uses the median.
 
-The cases come from the library's list of declared ops (``scale_lib.ops.OPS``): a public op with
-no decode-size case or no framework equivalent below is not measured, and the run says so.
+The cases come from the library's list of declared ops (``scale_lib.ops.OPS``), each op's decode
+sizes and each framework's own equivalent from its file ``benchmarks/overhead/<op>.py``: a public
+op without one (or without an equivalent in a framework) is not measured, and the run says so.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import runpy
 import shutil
 import statistics
 import subprocess
@@ -41,28 +43,9 @@ import scale_lib  # noqa: E402
 from scale_lib._spec import OpSpec  # noqa: E402
 from scale_lib.ops import OPS  # noqa: E402
 
-# op -> (its decode-size shapes, its scalar attributes in ABI order). 16-element float32 for
-# scale; the other ops at (rows, hidden) in the framework's decode dtype.
-DECODE: dict[str, tuple[list[tuple[int, ...]], tuple[Any, ...]]] = {
-    "scale": ([(16,)], (2.0,)),
-    # op: axpby
-    "axpby": ([(1, 4096)], (0.5, 2.0)),
-    # /op: axpby
-    # op: rms_norm
-    "rms_norm": ([(1, 4096), (8, 4096)], (1e-6,)),
-    # /op: rms_norm
-    # op: l2_norm
-    "l2_norm": ([(1, 4096)], ()),
-    # /op: l2_norm
-    # op: flatnonzero
-    "flatnonzero": ([(1, 4096)], ()),
-    # /op: flatnonzero
-}
-
 Fn = Callable[[], Any]
-# op -> fn(inputs, attrs, out) -> {label: (role, fn)}: the framework's own way to compute the op,
-# allocating ("own") and, where it has one, into an existing array ("own_out").
-Equivalents = dict[str, Callable[[tuple[Any, ...], tuple[Any, ...], Any], dict[str, tuple[str, Fn]]]]
+# Each op's decode sizes and each framework's own way to compute it: benchmarks/overhead/<op>.py.
+CASES = HERE / "overhead"
 
 
 @dataclass
@@ -74,7 +57,7 @@ class Kind:
     decode_dtype: str  # dtype of the (rows, hidden) cases
     make: Callable[[tuple[int, ...], str, bool], Any]  # (shape, dtype, sparse) -> random array
     to_numpy: Callable[[Any], Any]  # a result as a float64 NumPy array, for the equivalence check
-    own: Equivalents
+    framework: str  # its equivalents are own_<framework> in benchmarks/overhead/<op>.py
     sync: Callable[[Any], Any] | None = None  # waits for the work behind a result
     workspace: Callable[[Any, int], Any] | None = None  # (like, nbytes) -> scratch, if passed in
     extras: dict[str, Callable[[tuple[Any, ...], Any], dict[str, Fn]]] = field(default_factory=dict)
@@ -95,42 +78,6 @@ def _numpy_random(shape: tuple[int, ...], dtype: str, sparse: bool) -> Any:
 def numpy_kind(nb: Any) -> Kind:
     import numpy as np
     import tvm_ffi
-
-    # op: rms_norm
-    def rms_norm(x: Any, w: Any, eps: float) -> Any:
-        return x / np.sqrt(np.mean(np.square(x), axis=-1, keepdims=True) + eps) * w
-
-    # /op: rms_norm
-    # op: axpby
-    def axpby(inputs: tuple[Any, ...], attrs: tuple[Any, ...], out: Any) -> dict[str, tuple[str, Fn]]:
-        (x, y), (a, b), tmp = inputs, attrs, np.empty_like(out)
-
-        def with_out() -> Any:
-            np.multiply(x, a, out=out)
-            np.multiply(y, b, out=tmp)
-            return np.add(out, tmp, out=out)
-
-        return {"a*x + b*y": ("own", lambda: a * x + b * y), "3 ufuncs with out=": ("own_out", with_out)}
-
-    # /op: axpby
-    own: Equivalents = {
-        "scale": lambda i, a, o: {
-            "x * f": ("own", lambda: i[0] * a[0]),
-            "np.multiply(out=)": ("own_out", lambda: np.multiply(i[0], a[0], out=o)),
-        },
-        # op: axpby
-        "axpby": axpby,
-        # /op: axpby
-        # op: rms_norm
-        "rms_norm": lambda i, a, o: {"NumPy expression": ("own", lambda: rms_norm(*i, *a))},
-        # /op: rms_norm
-        # op: l2_norm
-        "l2_norm": lambda i, a, o: {"np.linalg.norm": ("own", lambda: np.linalg.norm(i[0]))},
-        # /op: l2_norm
-        # op: flatnonzero
-        "flatnonzero": lambda i, a, o: {"np.flatnonzero": ("own", lambda: np.flatnonzero(i[0]))},
-        # /op: flatnonzero
-    }
 
     def scale_extras(inputs: tuple[Any, ...], out: Any) -> dict[str, Fn]:
         # NumPy has no C-level DLPack exchange API, so TVM-FFI exports each array per call through
@@ -156,7 +103,7 @@ def numpy_kind(nb: Any) -> Kind:
         to_numpy=lambda r: np.asarray(
             r if isinstance(r, np.ndarray | np.generic) else np.from_dlpack(r), np.float64
         ),
-        own=own,
+        framework="numpy",
         extras={"scale": scale_extras},
     )
 
@@ -165,48 +112,9 @@ def torch_kind(device: str, nb: Any) -> Kind:
     import numpy as np
     import torch
 
-    # op: rms_norm
-    import torch.nn.functional as F
-
-    # /op: rms_norm
     def make(shape: tuple[int, ...], dtype: str, sparse: bool) -> Any:
         t = torch.from_numpy(_numpy_random(shape, "float32", sparse)).to(device, getattr(torch, dtype))
         return t.contiguous()
-
-    # op: flatnonzero
-    def nonzero(inputs: tuple[Any, ...], attrs: tuple[Any, ...], out: Any) -> dict[str, tuple[str, Fn]]:
-        flat = inputs[0].view(-1)  # flatnonzero's indices are into the flattened array
-        return {"torch.nonzero": ("own", lambda: torch.nonzero(flat))}
-
-    # /op: flatnonzero
-    own: Equivalents = {
-        "scale": lambda i, a, o: {
-            "x * f": ("own", lambda: i[0] * a[0]),
-            "torch.mul(out=)": ("own_out", lambda: torch.mul(i[0], a[0], out=o)),
-        },
-        # op: axpby
-        "axpby": lambda i, a, o: {
-            "a*x + b*y": ("own", lambda: a[0] * i[0] + a[1] * i[1]),
-            "torch.mul(out=).add_(alpha=)": (
-                "own_out",
-                lambda: torch.mul(i[0], a[0], out=o).add_(i[1], alpha=a[1]),
-            ),
-        },
-        # /op: axpby
-        # op: rms_norm
-        "rms_norm": lambda i, a, o: {
-            "F.rms_norm": ("own", lambda: F.rms_norm(i[0], (i[0].shape[-1],), i[1], a[0]))
-        },
-        # /op: rms_norm
-        # op: l2_norm
-        "l2_norm": lambda i, a, o: {
-            "torch.linalg.vector_norm": ("own", lambda: torch.linalg.vector_norm(i[0]))
-        },
-        # /op: l2_norm
-        # op: flatnonzero
-        "flatnonzero": nonzero,
-        # /op: flatnonzero
-    }
 
     def scale_extras(inputs: tuple[Any, ...], out: Any) -> dict[str, Fn]:
         x = inputs[0]
@@ -224,7 +132,7 @@ def torch_kind(device: str, nb: Any) -> Kind:
         decode_dtype="bfloat16",
         make=make,
         to_numpy=lambda r: r.detach().to("cpu", torch.float64).numpy().astype(np.float64),
-        own=own,
+        framework="torch",
         sync=(lambda r: torch.cuda.synchronize()) if device == "cuda" else None,
         extras={"scale": scale_extras},
     )
@@ -235,36 +143,13 @@ def jax_kind() -> Kind:
     import jax.numpy as jnp
     import numpy as np
 
-    # op: rms_norm
-    @jax.jit  # a JAX user writes a composite like this one under jit
-    def rms_norm(x: Any, w: Any, eps: float) -> Any:
-        x32 = x.astype(jnp.float32)
-        y = x32 * jax.lax.rsqrt(jnp.mean(jnp.square(x32), axis=-1, keepdims=True) + eps)
-        return (y * w.astype(jnp.float32)).astype(x.dtype)
-
-    # /op: rms_norm
-    own: Equivalents = {
-        "scale": lambda i, a, o: {"x * f": ("own", lambda: i[0] * a[0])},
-        # op: axpby
-        "axpby": lambda i, a, o: {"a*x + b*y": ("own", lambda: a[0] * i[0] + a[1] * i[1])},
-        # /op: axpby
-        # op: rms_norm
-        "rms_norm": lambda i, a, o: {"jit(rms_norm expression)": ("own", lambda: rms_norm(*i, *a))},
-        # /op: rms_norm
-        # op: l2_norm
-        "l2_norm": lambda i, a, o: {"jnp.linalg.norm": ("own", lambda: jnp.linalg.norm(i[0]))},
-        # /op: l2_norm
-        # op: flatnonzero
-        "flatnonzero": lambda i, a, o: {"jnp.flatnonzero": ("own", lambda: jnp.flatnonzero(i[0]))},
-        # /op: flatnonzero
-    }
     return Kind(
         name=f"jax {jax.default_backend()}",
         targets=False,
         decode_dtype="bfloat16",
         make=lambda shape, dtype, sparse: jnp.asarray(_numpy_random(shape, "float32", sparse), dtype=dtype),
         to_numpy=lambda r: np.asarray(jnp.asarray(r, jnp.float32), np.float64),
-        own=own,
+        framework="jax",
         sync=jax.block_until_ready,
     )
 
@@ -273,29 +158,6 @@ def cupy_kind() -> Kind:
     import cupy
     import numpy as np
 
-    # op: rms_norm
-    def rms_norm(x: Any, w: Any, eps: float) -> Any:
-        return x / cupy.sqrt(cupy.mean(cupy.square(x), axis=-1, keepdims=True) + eps) * w
-
-    # /op: rms_norm
-    own: Equivalents = {
-        "scale": lambda i, a, o: {
-            "x * f": ("own", lambda: i[0] * a[0]),
-            "cupy.multiply(out=)": ("own_out", lambda: cupy.multiply(i[0], a[0], out=o)),
-        },
-        # op: axpby
-        "axpby": lambda i, a, o: {"a*x + b*y": ("own", lambda: a[0] * i[0] + a[1] * i[1])},
-        # /op: axpby
-        # op: rms_norm
-        "rms_norm": lambda i, a, o: {"CuPy expression": ("own", lambda: rms_norm(*i, *a))},
-        # /op: rms_norm
-        # op: l2_norm
-        "l2_norm": lambda i, a, o: {"cupy.linalg.norm": ("own", lambda: cupy.linalg.norm(i[0]))},
-        # /op: l2_norm
-        # op: flatnonzero
-        "flatnonzero": lambda i, a, o: {"cupy.flatnonzero": ("own", lambda: cupy.flatnonzero(i[0]))},
-        # /op: flatnonzero
-    }
     return Kind(
         name="cupy cuda",
         targets=False,
@@ -304,7 +166,7 @@ def cupy_kind() -> Kind:
         to_numpy=lambda r: cupy.asnumpy(r if isinstance(r, cupy.ndarray) else cupy.from_dlpack(r)).astype(
             np.float64
         ),
-        own=own,
+        framework="cupy",
         sync=lambda r: cupy.cuda.get_current_stream().synchronize(),
         workspace=lambda like, nbytes: cupy.empty(nbytes, cupy.uint8),
     )
@@ -361,24 +223,28 @@ def op_cases(kind: Kind) -> list[Case]:
     for spec in OPS:
         if not spec.public:
             continue
-        if spec.name not in DECODE or spec.name not in kind.own:
-            # A new op is measured once it has decode sizes and an equivalent here; until then
-            # the run says so rather than failing a library's benchmark session.
+        path = CASES / f"{spec.name}.py"
+        module = runpy.run_path(str(path)) if path.is_file() else {}
+        own = module.get(f"own_{kind.framework}")
+        if own is None:
+            # A new op is measured once it has its file of cases; until then the run says so
+            # rather than failing a library's benchmark session.
             print(
-                f"note: {spec.name} is not measured on {kind.name}: add its decode sizes to DECODE "
-                "and its framework equivalent to the table of that framework",
+                f"note: {spec.name} is not measured on {kind.name}: write its decode sizes and "
+                f"own_{kind.framework} in benchmarks/overhead/{spec.name}.py (as in scale.py there)",
                 file=sys.stderr,
             )
             continue
-        shapes, attrs = DECODE[spec.name]
-        cases += [_case(kind, spec, shape, attrs) for shape in shapes]
+        dtype = module.get("DTYPE", kind.decode_dtype)
+        cases += [_case(kind, spec, shape, module["ATTRS"], dtype, own) for shape in module["SHAPES"]]
     return cases
 
 
-def _case(kind: Kind, spec: OpSpec, shape: tuple[int, ...], attrs: tuple[Any, ...]) -> Case:
+def _case(
+    kind: Kind, spec: OpSpec, shape: tuple[int, ...], attrs: tuple[Any, ...], dtype: str, own: Any
+) -> Case:
     """The public call (allocating, and with out= where the op has it), the raw library call with
-    an output given, and the framework's own equivalents."""
-    dtype = "float32" if spec.name == "scale" else kind.decode_dtype
+    an output given, and the framework's own equivalents (``own(inputs, attrs, out)``)."""
     sparse = spec.output.allocated_by_library  # an output whose size depends on the data
     inputs = tuple(
         kind.make(shape if i.shape is None else tuple(i.shape(shape)), dtype, sparse) for i in spec.inputs
@@ -405,7 +271,7 @@ def _case(kind: Kind, spec: OpSpec, shape: tuple[int, ...], attrs: tuple[Any, ..
     else:
         impls["raw (out)"] = ("raw", lambda: raw(raw_out, *inputs, *attrs))
         outs["raw (out)"] = raw_out
-    impls.update(kind.own[spec.name](inputs, attrs, own_out))
+    impls.update(own(inputs, attrs, own_out))
     extras = kind.extras.get(spec.name)
     if extras is not None:
         impls.update({label: ("extra", fn) for label, fn in extras(inputs, public(*inputs, *attrs)).items()})

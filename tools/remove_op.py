@@ -2,8 +2,8 @@
 """Remove an op everywhere it lives: python3 tools/remove_op.py NAME [--dry-run]
 
 Deletes the op's own files (kernels/NAME*, kernels/cubin/NAME*, kernels/triton/NAME*,
-bindings/NAME_binding.cc, tests/test_NAME.py, docs/kernels/NAME.md, benchmarks/bench_NAME.py and
-report_NAME.py, measured results docs/_static/perf/*/NAME.*), its section of
+bindings/NAME_binding.cc, tests/test_NAME.py, docs/kernels/NAME.md, benchmarks/bench_NAME.py,
+report_NAME.py and overhead/NAME.py, measured results docs/_static/perf/*/NAME.*), its section of
 python/scale_lib/ops.py (from its ``# ===== op: NAME =====`` line to the next op's), its export
 from the package's __init__.py and its name in .copier-answers.yml. In every other file of the
 project it deletes what is marked as the op's (a file shared by several ops says which parts are
@@ -76,6 +76,7 @@ def own_files(name: str) -> list[Path]:
         f"benchmarks/bench_{name}.py",
         f"benchmarks/bench_{name}_*.py",
         f"benchmarks/report_{name}.py",
+        f"benchmarks/overhead/{name}.py",
         f"docs/_static/perf/*/{name}.*",
     ]
     named = {p for pattern in patterns for p in ROOT.glob(pattern) if p.is_file()}
