@@ -259,7 +259,7 @@ SCAFFOLD_NOTE = r"TODO\(author\): ?|\(scaffolded\) \|$"
 
 def finish_scaffolds(dest: Path) -> None:
     """The lint's scaffold-notes hook fails on what tools/new_op.py left for the author (each
-    `TODO(author):` note, the README rows marked scaffolded); the author's pass, here the notes
+    `TODO(author)` note, the README rows marked scaffolded); the author's pass, here the notes
     deleted and the placeholder math kept, clears it."""
     hook = subprocess.run(
         ["pre-commit", "run", "scaffold-notes", "--all-files"], cwd=dest, capture_output=True, text=True
