@@ -18,27 +18,43 @@ ROOT = Path(__file__).resolve().parent.parent
 TOOL = ROOT / "tools" / "update_from_template.py"
 
 
-@pytest.mark.skipif(not TOOL.is_file(), reason="tools/update_from_template.py is not part of this checkout")
-@pytest.mark.parametrize(
-    ("src", "refused"), [(".", True), ("../no_such_template", True), ("TEMPLATE", False)]
+needs_tool = pytest.mark.skipif(
+    not TOOL.is_file(), reason="tools/update_from_template.py is not part of this checkout"
 )
-def test_a_relative_template_path_is_refused(tmp_path: Path, src: str, refused: bool) -> None:
+
+
+def _project(tmp_path: Path, src: str | None = None) -> Path:
+    """A project holding the tool, generated (``.copier-answers.yml``) from a template folder
+    under tmp_path, recorded as ``src`` (default: that folder's absolute path)."""
     project = tmp_path / "lib"
     (project / "tools").mkdir(parents=True)
     shutil.copy(TOOL, project / "tools")
     template = tmp_path / "template"
     template.mkdir()
     (template / "copier.yml").write_text("_subdirectory: .\n")
-    src = str(template) if src == "TEMPLATE" else src
-    (project / ".copier-answers.yml").write_text(f"_commit: abc\n_src_path: {src}\n")
-    # No .pre-commit-config.yaml: past the check the tool stops at reading it (no copier run).
-    child = subprocess.run(
+    (project / ".copier-answers.yml").write_text(f"_commit: abc\n_src_path: {src or template}\n")
+    return project
+
+
+def _run_tool(project: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
         [sys.executable, str(project / "tools" / "update_from_template.py")],
         cwd=project,
         capture_output=True,
         text=True,
         timeout=60,
+        env={**os.environ, **env},
     )
+
+
+@needs_tool
+@pytest.mark.parametrize(
+    ("src", "refused"), [(".", True), ("../no_such_template", True), ("TEMPLATE", False)]
+)
+def test_a_relative_template_path_is_refused(tmp_path: Path, src: str, refused: bool) -> None:
+    project = _project(tmp_path, None if src == "TEMPLATE" else src)
+    # No .pre-commit-config.yaml: past the check the tool stops at reading it (no copier run).
+    child = _run_tool(project)
     assert child.returncode != 0
     assert ("pass --template" in child.stderr) == refused, child.stderr
 
@@ -52,18 +68,12 @@ for name, text in {writes!r}.items():
 """
 
 
-@pytest.mark.skipif(not TOOL.is_file(), reason="tools/update_from_template.py is not part of this checkout")
+@needs_tool
 @pytest.mark.parametrize("conflict", [False, True], ids=["merged", "conflict"])
 def test_conflicts_left_by_the_update_fail_the_tool(tmp_path: Path, conflict: bool) -> None:
     """copier exits 0 after leaving a three-way conflict inline; the tool exits 1 and names the
     files (a conflict marker the project had before the update is not one of them)."""
-    project = tmp_path / "lib"
-    (project / "tools").mkdir(parents=True)
-    shutil.copy(TOOL, project / "tools")
-    template = tmp_path / "template"
-    template.mkdir()
-    (template / "copier.yml").write_text("_subdirectory: .\n")
-    (project / ".copier-answers.yml").write_text(f"_commit: abc\n_src_path: {template}\n")
+    project = _project(tmp_path)
     (project / ".pre-commit-config.yaml").write_text("repos: []\n")  # no formatter pins
     (project / "kept.md").write_text("<<<<<<< a marker the project holds on purpose\n")
     (project / "kernel.cu").write_text("// before\n")
@@ -75,14 +85,7 @@ def test_conflicts_left_by_the_update_fail_the_tool(tmp_path: Path, conflict: bo
     fake.mkdir(parents=True)
     (fake / "__init__.py").write_text("")
     (fake / "__main__.py").write_text(FAKE_COPIER.format(writes=writes))
-    child = subprocess.run(
-        [sys.executable, str(project / "tools" / "update_from_template.py")],
-        cwd=project,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "PYTHONPATH": str(fake.parent)},
-    )
+    child = _run_tool(project, PYTHONPATH=str(fake.parent))
     assert child.returncode == (1 if conflict else 0), child.stderr
     named = re.search(r"conflicts \(<<<<<<< blocks\) in (.*): resolve", child.stderr)
     assert (named.group(1) if named else None) == ("kernel.cu" if conflict else None), child.stderr
