@@ -453,8 +453,10 @@ def reproducible(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def bench(session: nox.Session) -> None:
-    """Every benchmark in --quick mode: seconds on a CPU, a smoke test that they run."""
-    session.install(TORCH)
+    """Every benchmark in --quick mode: seconds on a CPU, a smoke test that they run and write
+    their JSON, report and plot (matplotlib: without it a benchmark skips the plot, and a plot
+    that fails on a row the run has would go unseen)."""
+    session.install(TORCH, "matplotlib")
     session.install(".[test]", env=CPU_ONLY)  # --quick runs on the CPU: skip the CUDA build
     out = session.create_tmp()
     for script in sorted((ROOT / "benchmarks").glob("bench_*.py")):

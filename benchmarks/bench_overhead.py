@@ -702,9 +702,14 @@ def plot(data: dict[str, Any], out_dir: Path) -> Path | None:
     if data["decode"]:
         ax = axes[-1, 0]
         rows = data["decode"]
-        for j, impl in enumerate(STEPS):
-            ys = [next(i["median_us"] for i in r["impls"] if i["label"] == impl) for r in rows]
-            ax.bar([k + (j - 0.5) * 0.35 for k in range(len(rows))], ys, width=0.35, label=impl)
+        # Each row's chain with scale_lib, then with the framework's own ops (PyTorch's, or
+        # jax.numpy's under jax.jit: the label says which).
+        for j, label in enumerate(("scale_lib", "framework's ops")):
+            ys = [
+                next(i["median_us"] for i in r["impls"] if (i["label"] == "scale_lib") == (j == 0))
+                for r in rows
+            ]
+            ax.bar([k + (j - 0.5) * 0.35 for k in range(len(rows))], ys, width=0.35, label=label)
         ax.set_xticks(
             range(len(rows)), [f"{r['mode']}\nB={r['batch']} {r['array']}" for r in rows], fontsize=7
         )
