@@ -118,9 +118,9 @@ def test_torch_only_linear_ops_keep_partial() -> None:
 # ---------------------------------------------------------------------------------------------
 def _jax_rule(spec: OpSpec, *shapes: tuple[int, ...], dtype: str = "float32") -> Any:
     jax = pytest.importorskip("jax")
-    from scale_lib import _jax
+    from scale_lib import _jax_xla
 
-    return _jax._rule(Op(spec), 0, [jax.ShapeDtypeStruct(s, dtype) for s in shapes])
+    return _jax_xla._rule(Op(spec), 0, [jax.ShapeDtypeStruct(s, dtype) for s in shapes])
 
 
 def test_jax_rows_rule() -> None:
