@@ -73,11 +73,12 @@ def _torch_strategies(spec: OpSpec, *ndims: int, dtype: str = "float32") -> list
     torch = pytest.importorskip("torch")
     if not torch.distributed.is_available():
         pytest.skip("this PyTorch has no torch.distributed")
-    from scale_lib import _torch
+    from scale_lib import _torch_dtensor
 
     meta = SimpleNamespace(dtype=getattr(torch, dtype))
     specs = [SimpleNamespace(ndim=n, tensor_meta=meta) for n in ndims]
-    return [(tuple(out), tuple(ins)) for out, ins in _torch._StrategyRule(Op(spec)).strategies(*specs)]
+    rule = _torch_dtensor._StrategyRule(Op(spec))
+    return [(tuple(out), tuple(ins)) for out, ins in rule.strategies(*specs)]
 
 
 def test_torch_rows_replicate_per_feature_inputs() -> None:
