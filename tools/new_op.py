@@ -735,6 +735,9 @@ def ops_section(s: Spec) -> str:
     call_attrs = f"({names[0]},)" if len(names) == 1 else f"({', '.join(names)})"
     device = "CUDA GPUs only (a CPU array is a ValueError)" if s.cuda_only else "the CPU and CUDA GPUs"
     may_be = " or ".join(f"``{n}``" for n in s.inputs)
+    # The formula as the summary, wrapped to the line length (a scan's with a bool attribute is
+    # longer than one line); an inline literal may span lines.
+    summary = "\n    ".join(textwrap.wrap(f"``{s.formula}``.", 100, break_long_words=False))
     return f'''# ===== op: {s.op} =====
 # Scaffolded by tools/new_op.py ({s.kind}{", CUDA only" if s.cuda_only else ""}): edit the vjp and the
 # docstring with the kernels.
@@ -749,9 +752,9 @@ _{s.op} = register(
 
 
 def {s.op}({params}) -> ArrayT:
-    """``{s.formula}``.
+    """{summary}
 
-    Scaffolded by tools/new_op.py: describe what {s.op} computes.
+    TODO(author): describe what {s.op} computes.
     Runs on {device}.
 
     Args:
