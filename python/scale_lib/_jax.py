@@ -36,7 +36,7 @@ from typing import Any
 from ._adapter import Adapter
 from ._jax_autodiff import differentiable
 from ._jax_eager import call_directly
-from ._jax_xla import check_partitionable, partitioned, target
+from ._jax_xla import COMPILED_KEPT, check_partitionable, partitioned, target
 from ._lib import WITH_CUDA, version_key
 from ._op import Op
 from ._spec import Input
@@ -308,8 +308,9 @@ class _StaticAttrs(tuple):  # type: ignore[type-arg]
 
 
 # Eager calls that XLA runs (GPU arrays, arrays over several devices) compile one program per
-# op and attribute values: the most recently used are kept, and the programs of the others freed.
-_COMPILED_KEPT = 64
+# op and attribute values: the most recently used are kept (_jax_xla.COMPILED_KEPT, which also
+# bounds the traced pieces under them), and the programs of the others freed.
+_COMPILED_KEPT = COMPILED_KEPT
 
 
 @functools.lru_cache(maxsize=_COMPILED_KEPT)

@@ -93,7 +93,9 @@ def check_partitionable(op: Op) -> None:
 
 # The traced pieces per op and attribute values: bounded like the eager programs, so that calls
 # with ever new attribute values keep memory bounded (evicted ones are traced again if used).
-_TRACED_KEPT = 256  # four per eager program _jax keeps compiled (its _COMPILED_KEPT)
+# How many eager programs _jax keeps compiled, one per op and attribute values.
+COMPILED_KEPT = 64
+_TRACED_KEPT = 4 * COMPILED_KEPT
 
 
 @functools.lru_cache(maxsize=_TRACED_KEPT)
