@@ -74,7 +74,7 @@ def check_name(name: str) -> None:
     if name in sys.stdlib_module_names or name in TAKEN:
         sys.exit(f"error: {name!r} is the name of a module Python code imports; the library would shadow it")
     sys.path.insert(0, str(ROOT / "tools"))
-    from new_op import CPP_KEYWORDS  # the scaffold's list: the name is a C++ namespace too
+    from op_names import CPP_KEYWORDS  # the op names' rule: the name is a C++ namespace too
 
     if name in CPP_KEYWORDS:
         sys.exit(f"error: {name!r} is a C++ keyword; the library's C++ namespace could not use it")

@@ -5,20 +5,11 @@
                             [--kind elementwise|rows|scan|custom] [--cuda-only]
                             [--lang cuda|triton] [--scan-op sum|prod|logaddexp]
 
-writes (see docs/adding_an_op.md):
-
-    kernels/NAME.h             the math (one function object, for both devices), the argument
-                               checks and the declarations
-    kernels/NAME.cu            the CUDA function: validate, device guard, stream, dispatch, launch
-    kernels/NAME_cpu.cc        its CPU twin (none with --cuda-only)
-    bindings/NAME_binding.cc   the exported ABI, NAME(out, *inputs, *attrs), and device routing
-    tests/test_NAME.py         the test matrix, its CASE and a property test; the float64
-                               reference and the tolerances are at its top, in one place
-    docs/kernels/NAME.md       the op's page
-
-and adds NAME's section to ops.py (its OpSpec and typed public function), its export to
-__init__.py and its row to the README's op table. The generated op builds, passes lint and
-passes its tests as generated. Its math until you change it:
+writes kernels/NAME.h (the math, the argument checks), kernels/NAME.cu, kernels/NAME_cpu.cc (none
+with --cuda-only), bindings/NAME_binding.cc, tests/test_NAME.py and docs/kernels/NAME.md, each
+rendered from its Jinja template in tools/scaffolds/ (docs/adding_an_op.md), and adds NAME's
+section to ops.py (ops_section.py.j2), its export to __init__.py and its README row. The
+generated op builds, passes lint and passes its tests as generated. Its math until you change it:
 
     elementwise  out = (x + y + ...) * alpha * ...   (the shared elementwise launchers)
     rows         v = x + y + ...; out = v * alpha / sqrt(mean(v**2, last axis) + 1)
@@ -39,30 +30,36 @@ Integer attributes multiply like floats; a bool attribute negates the result whe
 from __future__ import annotations
 
 import argparse
-import ast
-import builtins
-import keyword
+import importlib.util
 import os
 import re
 import runpy
 import shutil
 import subprocess
 import sys
-import textwrap
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parent.parent
 ATTR_TYPES = {"float": "double", "int": "int64_t", "bool": "bool"}
 EXAMPLE_VALUE = {"float": "1.5", "int": "3", "bool": "True"}
 KINDS = ("elementwise", "rows", "scan", "custom")
+
+
 # A scan's operator (--scan-op): its C++ operator (kernels/scan.h), its NumPy running form (the
 # tests' float64 reference) and its vjp in python/<lib>/_scan_vjp.py (none: the op itself the
 # other way, as for a sum).
+class ScanOp(NamedTuple):
+    cpp: str
+    numpy: str
+    vjp: str | None
+
+
 SCAN_OPS = {
-    "sum": ("ScanSum", "np.add.accumulate", None),
-    "prod": ("ScanProd", "np.multiply.accumulate", "cumprod_vjp"),
-    "logaddexp": ("ScanLogAddExp", "np.logaddexp.accumulate", "logcumsumexp_vjp"),
+    "sum": ScanOp("ScanSum", "np.add.accumulate", None),
+    "prod": ScanOp("ScanProd", "np.multiply.accumulate", "cumprod_vjp"),
+    "logaddexp": ScanOp("ScanLogAddExp", "np.logaddexp.accumulate", "logcumsumexp_vjp"),
 }
 # The attribute the scan kind adds: the direction of the scan (its vjp runs the other way).
 REVERSE = "reverse"
@@ -83,6 +80,10 @@ class Attr:
     @property
     def example(self) -> str:
         return "False" if self.name == REVERSE else EXAMPLE_VALUE[self.type]
+
+    @property
+    def triton_type(self) -> str:
+        return TRITON_ATTR_TYPES[self.type]
 
 
 @dataclass(frozen=True)
@@ -107,10 +108,6 @@ class Spec:
         return self.lib.upper()
 
     @property
-    def math_devices(self) -> str:
-        return "for the CUDA kernel" if self.cuda_only else "for both devices"
-
-    @property
     def math_attrs(self) -> tuple[Attr, ...]:
         """The attributes of the math (a scan's direction is the launcher's)."""
         return tuple(a for a in self.attrs if not (self.kind == "scan" and a.name == REVERSE))
@@ -121,6 +118,24 @@ class Spec:
         return f"kernels/triton/{self.op}.py" if self.lang == "triton" else f"kernels/{self.op}.cu"
 
     @property
+    def source_files(self) -> list[str]:
+        """The op's C++/CUDA/Triton sources: its header first."""
+        cuda = (
+            [f"kernels/triton/{self.op}.py", f"kernels/triton/{self.op}.cu"] if self.lang == "triton" else []
+        )
+        cuda = cuda or [f"kernels/{self.op}.cu"]
+        return [f"kernels/{self.op}.h", *cuda, *([] if self.cuda_only else [f"kernels/{self.op}_cpu.cc"])]
+
+    @property
+    def launchers(self) -> str:
+        """The shared launchers' header the kind uses (kernels/<launchers>.h, .cuh, _cpu.h)."""
+        return {"rows": "rowwise", "scan": "scan"}.get(self.kind, "elementwise")
+
+    @property
+    def scan(self) -> ScanOp:
+        return SCAN_OPS[self.scan_op]
+
+    @property
     def rows_like(self) -> bool:
         """Whether the op works along the last dimension (rows of 1 or more dimensions)."""
         return self.kind in ("rows", "scan")
@@ -129,37 +144,30 @@ class Spec:
     def abi_names(self) -> list[str]:
         return ["out", *self.inputs, *(a.name for a in self.attrs)]
 
-    def cpp_params(self) -> str:
+    def cpp_params(self, maybe_unused: bool = False) -> str:
+        """The C++ parameters; ``maybe_unused``: all but the first input's marked so (a CUDA-only
+        op's binding in a CPU-only build uses only the tensor it routes by)."""
         tensors = [f"ffi::TensorView {n}" for n in ("out", *self.inputs)]
-        return ", ".join(tensors + [f"{a.cpp} {a.name}" for a in self.attrs])
-
-    def cpp_args(self) -> str:
-        return ", ".join(self.abi_names)
-
-    def fn_init(self, c: str = "C") -> str:
-        """The function object, built from the attributes in the compute type."""
-        members = [a.name if a.type == "bool" else f"static_cast<{c}>({a.name})" for a in self.math_attrs]
-        return f"{self.camel}Fn<{c}>{{{', '.join(members)}}}"
-
-    def data_ptrs(self) -> str:
-        return ", ".join(["DataPtr<T>(out)", *(f"DataPtr<const T>({n})" for n in self.inputs)])
+        params = tensors + [f"{a.cpp} {a.name}" for a in self.attrs]
+        routed = f"ffi::TensorView {self.inputs[0]}"
+        return ", ".join(p if not maybe_unused or p == routed else f"[[maybe_unused]] {p}" for p in params)
 
     # -- the default math, in C++ and in Python -----------------------------------------------
-    def cpp_value(self) -> str:
-        total = " + ".join(self.inputs)
+    def cpp_value(self, load: str = "{}") -> str:
+        """The sum of the inputs, each read as ``load`` says (``M::Load({}[i])``)."""
+        total = " + ".join(load.format(n) for n in self.inputs)
         return f"({total})" if len(self.inputs) > 1 else total
 
-    def cpp_scaled(self, v: str) -> str:
-        factors = [a.name for a in self.math_attrs if a.type != "bool"]
+    def cpp_scaled(self, v: str, suffix: str = "") -> str:
+        """``v`` times the numeric attributes (named with ``suffix``), negated by the bool ones."""
+        factors = [a.name + suffix for a in self.math_attrs if a.type != "bool"]
         expr = " * ".join([v, *factors])
         for a in self.math_attrs:
             if a.type == "bool":
                 expr = f"{a.name} ? -({expr}) : {expr}"
         return expr
 
-    def py_value(self) -> str:
-        total = " + ".join(self.inputs)
-        return f"({total})" if len(self.inputs) > 1 else total
+    py_value = cpp_value  # the sum of the inputs is written alike
 
     def py_scaled(self, v: str) -> str:
         expr = " * ".join([v, *(a.name for a in self.math_attrs if a.type != "bool")])
@@ -174,599 +182,51 @@ class Spec:
         if self.kind == "rows":
             return f"v = {v}; out = {self.py_scaled('v')} / sqrt(mean(v**2, axis=-1) + 1)"
         if self.kind == "scan":
-            return f"out = {self.py_scaled(f'{SCAN_OPS[self.scan_op][1]}({v}, axis=-1)')}"
+            return f"out = {self.py_scaled(f'{self.scan.numpy}({v}, axis=-1)')}"
         return f"out = {self.py_scaled(v)}"
 
 
 # ---------------------------------------------------------------------------------------------
-# C++
+# The files, rendered from tools/scaffolds/ (Jinja)
 # ---------------------------------------------------------------------------------------------
-def header(s: Spec) -> str:
-    guard = f"{s.macro}_KERNELS_{s.op.upper()}_H_"
-    members = "".join(f"  {'bool' if a.type == 'bool' else 'C'} {a.name};\n" for a in s.math_attrs)
-    values = ", ".join(f"C {n}" for n in s.inputs)
-    if s.kind == "rows":
-        include = '#include "rowwise.h"'
-        fn = f"""// The math, {s.math_devices}, in the compute type C (see kernels/rowwise.h).
-// TODO(author): write {s.op}'s math here; the tests' reference is in tests/test_{s.op}.py.
-template <typename C>
-struct {s.camel}Fn {{
-{members}  {s.macro}_HOST_DEVICE C Value({values}) const {{
-    // The value of one element, from one value per input.
-    return {s.cpp_value()};
-  }}
-  {s.macro}_HOST_DEVICE C Term(C v) const {{
-    // What the row sums, for one element's value.
-    return v * v;
-  }}
-  {s.macro}_HOST_DEVICE C Finish(C v, C sum, int64_t cols) const {{
-    // The output of one element, from its value and the sum over its row of `cols` elements.
-    return {s.cpp_scaled("v")} / std::sqrt(sum / static_cast<C>(cols) + C(1));
-  }}
-}};
-"""
-    elif s.kind == "scan":
-        include = '#include "scan.h"'
-        fn = f"""// The math, {s.math_devices}, in the compute type C (see kernels/scan.h).
-// TODO(author): write {s.op}'s math here; the tests' reference is in tests/test_{s.op}.py.
-template <typename C>
-struct {s.camel}Fn {{
-  // How values combine along the row: ScanSum, or ScanProd, ScanMax, ScanMin, ScanLogAddExp
-  // (kernels/scan.h; the vjp and the tests' reference change with it: docs/scan.md).
-  using Op = {SCAN_OPS[s.scan_op][0]}<C>;
-{members}  {s.macro}_HOST_DEVICE C Value({values}) const {{
-    // The value of one element, from one value per input.
-    return {s.cpp_value()};
-  }}
-  {s.macro}_HOST_DEVICE C Finish(C prefix) const {{
-    // The output of one element, from the sum of the values of its row up to it, itself
-    // included (with reverse: from it to the row's end).
-    return {s.cpp_scaled("prefix")};
-  }}
-}};
-"""
-    elif s.kind == "elementwise":
-        include = '#include "elementwise.h"'
-        fn = f"""// The math, {s.math_devices}, in the compute type C (float for 16-bit and float32
-// storage, double for float64; see kernels/elementwise.h). A comment in each body keeps it on
-// lines of its own, whatever the length of the expression you write there.
-// TODO(author): write {s.op}'s math here; the tests' reference is in tests/test_{s.op}.py.
-template <typename C>
-struct {s.camel}Fn {{
-{members}  {s.macro}_HOST_DEVICE C operator()({values}) const {{
-    // The output's value, from one value per input.
-    return {s.cpp_scaled(s.cpp_value())};
-  }}
-}};
-"""
-    else:
-        include = ""
-        fn = ""
-    tensor_refs = ", ".join(f"const ffi::TensorView& {n}" for n in ("out", *s.inputs))
-    checks = [
-        "  CHECK_FLOATING(x);".replace("x", s.inputs[0]),
-        *(f"  CHECK_LIKE({n}, {s.inputs[0]});" for n in s.inputs[1:]),
-        f"  CHECK_LIKE(out, {s.inputs[0]});",
-    ]
-    if s.rows_like:
-        checks.append(f"  CHECK_MIN_NDIM({s.inputs[0]}, 1);")
-    checks += [f"  CHECK_CONTIGUOUS({n});" for n in (*s.inputs, "out")]
-    cpu_decl = "" if s.cuda_only else f"void {s.camel}CPU({s.cpp_params()});\n\n"
-    # A Triton kernel is compiled only when the build has Triton (docs/triton.md).
-    cuda_guard = f"{s.macro}_WITH_TRITON" if s.lang == "triton" else f"{s.macro}_WITH_CUDA"
-    includes = "\n".join(x for x in ("#include <cmath>\n#include <cstdint>\n", include) if x)
-    return f"""// SPDX-License-Identifier: Apache-2.0
-// {s.op}: {s.formula}. TODO(author): describe what {s.op} computes.
-//
-// The one header shared by the {
-        "CUDA kernel" if s.cuda_only else "CPU twin, the CUDA kernel"
-    } and the binding: {"the math, " if fn else ""}the argument checks
-// {"the kernel runs" if s.cuda_only else "both implementations run"} first, and their declarations.
-#ifndef {guard}
-#define {guard}
-
-{includes}
-#include "tvm_ffi_utils.h"
-
-namespace {s.lib} {{
-
-{fn}{"" if not fn else chr(10)}// Step 1 of every {s.op} implementation: TODO(author): the checks of {
-        s.op
-    }'s arguments.
-inline void Check{s.camel}Args({tensor_refs}) {{
-{chr(10).join(checks)}
-}}
-
-{cpu_decl}#if defined({cuda_guard})
-void {s.camel}CUDA({s.cpp_params()});
-#endif
-
-}}  // namespace {s.lib}
-
-#endif  // {guard}
-"""
+SCAFFOLDS = ROOT / "tools" / "scaffolds"
 
 
-def element_count(s: Spec) -> str:
-    x = s.inputs[0]
-    return f"  const int64_t n = {x}.numel();\n  if (n == 0) return;\n"
+def render(template: str, s: Spec) -> str:
+    """tools/scaffolds/``template`` rendered for ``s``."""
+    import jinja2  # see main: this Python's, or the pinned tools' environment's
 
-
-def rows_and_cols(s: Spec) -> str:
-    x = s.inputs[0]
-    return (
-        f"  const int64_t cols = {x}.size({x}.ndim() - 1);\n"
-        f"  if ({x}.numel() == 0) return;\n"
-        f"  const int64_t rows = {x}.numel() / cols;\n"
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(SCAFFOLDS),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
     )
+    env.filters["each"] = lambda items, pattern: [pattern.format(item) for item in items]
+    return env.get_template(template).render(s=s, REVERSE=REVERSE)
 
 
-def cuda_function_head(s: Spec, size: str) -> str:
-    """The CUDA function's first steps, for every kind: validate, `size` (the element or row
-    counts and the early return), device guard, stream, dtype dispatch, up to the type T."""
-    x = s.inputs[0]
-    return f"""void {s.camel}CUDA({s.cpp_params()}) {{
-  Check{s.camel}Args({", ".join(("out", *s.inputs))});  // 1. validate
-{size}  ffi::CUDADeviceGuard guard({x}.device().device_id);  // 2. device guard
-  cudaStream_t stream = GetCudaStream({x}.device());   // 3. stream
-  DispatchFloating({x}.dtype(), "{x}", [&](auto tag) {{  // 4. dtype dispatch + launch
-    using T = typename decltype(tag)::type;
-"""
-
-
-def cuda_source(s: Spec) -> str:
-    twin = "" if s.cuda_only else f" The CPU twin is kernels/{s.op}_cpu.cc."
-    if s.kind == "custom":
-        kernel_params = ", ".join(
-            ["int64_t n", "T* __restrict__ out"]
-            + [f"const T* __restrict__ {n}" for n in s.inputs]
-            + [f"{'bool' if a.type == 'bool' else 'Compute<T>'} {a.name}" for a in s.attrs]
-        )
-        loads = [f"M::Load({n}[i])" for n in s.inputs]
-        value = " + ".join(loads)
-        value = f"({value})" if len(loads) > 1 else value
-        launch_args = ", ".join(
-            ["n", "DataPtr<T>(out)"]
-            + [f"DataPtr<const T>({n})" for n in s.inputs]
-            + [a.name if a.type == "bool" else f"static_cast<gpu::Compute<T>>({a.name})" for a in s.attrs]
-        )
-        return f"""// SPDX-License-Identifier: Apache-2.0
-// CUDA implementation of {s.op}: a kernel of its own.{twin}
-#include <cstdint>
-
-#include "cuda_float.cuh"
-#include "{s.op}.h"
-
-namespace {s.lib} {{
-namespace gpu {{
-
-// TODO(author): {s.op}'s kernel. One element per thread in a grid-stride loop, 64-bit indices;
-// values are loaded into the compute type (float for 16-bit storage) and stored back rounded.
-template <typename T>
-__global__ void {s.camel}Kernel({kernel_params}) {{
-  using M = FloatMath<T>;
-  const int64_t stride = static_cast<int64_t>(blockDim.x) * gridDim.x;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n; i += stride) {{
-    out[i] = M::Store({s.cpp_scaled(value)});
-  }}
-}}
-
-}}  // namespace gpu
-
-{cuda_function_head(s, element_count(s))}    constexpr int kThreads = 256;
-    gpu::{s.camel}Kernel<T><<<gpu::GridSize(n, kThreads), kThreads, 0, stream>>>({launch_args});
-    CHECK_CUDA_LAUNCH();  // 5. check
-  }});
-}}
-
-}}  // namespace {s.lib}
-"""
-    if s.kind == "scan":
-        launcher, size = "scan.cuh", rows_and_cols(s)
-        launch = f"gpu::LaunchScan<T>({s.fn_init()}, rows, cols, {REVERSE}, stream, {s.data_ptrs()});"
-        shared = "the shared scan launcher (kernels/scan.cuh: a scheme per shape)"
-    elif s.kind == "rows":
-        launcher, size = "rowwise.cuh", rows_and_cols(s)
-        launch = f"gpu::LaunchRowwise<T>({s.fn_init()}, rows, cols, stream, {s.data_ptrs()});"
-        shared = "the shared row-wise launcher (kernels/rowwise.cuh)"
-    else:
-        launcher, size = "elementwise.cuh", element_count(s)
-        launch = f"gpu::LaunchElementwise<T>({s.fn_init()}, n, stream, {s.data_ptrs()});"
-        shared = "the shared elementwise launcher (kernels/elementwise.cuh)"
-    return f"""// SPDX-License-Identifier: Apache-2.0
-// CUDA implementation of {s.op}: the math is {s.camel}Fn (kernels/{s.op}.h), run by
-// {shared}.{twin}
-#include <cstdint>
-
-#include "{launcher}"
-#include "{s.op}.h"
-
-namespace {s.lib} {{
-
-{cuda_function_head(s, size)}    using C = gpu::Compute<T>;
-    {launch}
-  }});  // 5. check: inside the launcher
-}}
-
-}}  // namespace {s.lib}
-"""
-
-
-def triton_source(s: Spec) -> str:
-    """kernels/triton/NAME.py: the kernel, and the specialisations the build compiles."""
-    pointers = ["out_ptr", *(f"{n}_ptr" for n in s.inputs)]
-    params = ", ".join(
-        [*pointers, *(a.name for a in s.attrs), "n", "BLOCK: tl.constexpr", "COMPUTE: tl.constexpr"]
-    )
-    loads = "".join(f"        {n} = tl.load({n}_ptr + offsets, mask=mask).to(COMPUTE)\n" for n in s.inputs)
-    value = " + ".join(s.inputs)
-    value = f"({value})" if len(s.inputs) > 1 else value
-    factors = [f"{a.name}.to(COMPUTE)" for a in s.attrs if a.type != "bool"]
-    expr = " * ".join([value, *factors])
-    flips = "".join(
-        f"        out = tl.where({a.name} != 0, -out, out)\n" for a in s.attrs if a.type == "bool"
-    )
-    signature = ", ".join(
-        [
-            *(f'"{p}": f"*{{short}}"' for p in pointers),
-            *(f'"{a.name}": "{TRITON_ATTR_TYPES[a.type]}"' for a in s.attrs),
-            '"n": "i64"',
-        ]
-    )
-    aligned = ", ".join(f'"{p}"' for p in [*pointers, "n"])
-    formula = "\n".join(textwrap.wrap(s.formula, 96, break_long_words=False, break_on_hyphens=False))
-    return f'''# SPDX-License-Identifier: Apache-2.0
-"""{s.op} in Triton (scaffolded by tools/new_op.py), elementwise:
-{formula}
-
-Compiled ahead of time by the build (tools/triton_aot.py) for every CUDA architecture of the build
-plus PTX, into the library: no Triton at run time. Its launcher is kernels/triton/{s.op}.cu; the
-CPU twin is kernels/{s.op}_cpu.cc, with the same math in kernels/{s.op}.h. See docs/triton.md.
-"""
-
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def {s.op}_kernel({params}):
-    # One block of BLOCK elements per program, in a grid-stride loop; 64-bit offsets.
-    start = tl.program_id(0).to(tl.int64) * BLOCK
-    step = tl.num_programs(0).to(tl.int64) * BLOCK
-    for block in range(start, n, step):
-        offsets = block + tl.arange(0, BLOCK)
-        mask = offsets < n
-{loads}        # TODO(author): {s.op}'s math, in COMPUTE (float32; float64 for float64 inputs), the
-        # same as {s.camel}Fn in kernels/{s.op}.h (the CPU twin).
-        out = {expr}
-{flips}        tl.store(out_ptr + offsets, out.to(out_ptr.dtype.element_ty), mask=mask)
-
-
-# What the build compiles: one entry point per dtype and layout ("aligned": every pointer 16-byte
-# aligned and n a multiple of 16, for wide loads; "any": every call). The launcher picks one.
-BLOCK = 1024
-DTYPES = {{"float16": "fp16", "bfloat16": "bf16", "float32": "fp32", "float64": "fp64"}}
-
-
-def _specializations():
-    for dtype, short in DTYPES.items():
-        compute = tl.float64 if dtype == "float64" else tl.float32
-        for layout, aligned in (("aligned", True), ("any", False)):
-            yield f"{s.op}_{{dtype}}_{{layout}}", {{
-                "kernel": {s.op}_kernel,
-                "signature": {{{signature}}},
-                "constexprs": {{"BLOCK": BLOCK, "COMPUTE": compute}},
-                "multiple_of_16": ({aligned}) if aligned else (),
-                "num_warps": 4,
-            }}
-
-
-SPECIALIZATIONS = dict(_specializations())
-'''
-
-
-def triton_launcher(s: Spec) -> str:
-    """kernels/triton/NAME.cu: validate, device guard, stream, pick the entry point, launch."""
-    x = s.inputs[0]
-    pointers = ["out", *s.inputs]
-    ptr_decls = "".join(f"    void* {n}_ptr = DataPtr<T>({n});\n" for n in pointers)
-    scalar_decls = "".join(
-        f"    const int32_t {a.name}_arg = {a.name} ? 1 : 0;\n" for a in s.attrs if a.type == "bool"
-    )
-    args = (
-        [f"{n}_ptr" for n in pointers]
-        + [f"{a.name}_arg" if a.type == "bool" else a.name for a in s.attrs]
-        + ["n"]
-    )
-    aligned = " && ".join(f"gpu::IsAligned({n}_ptr, 16)" for n in pointers)
-    head = cuda_function_head(s, element_count(s))
-    return f"""// SPDX-License-Identifier: Apache-2.0
-// CUDA {s.op}: the Triton kernel of {s.op}.py (scaffolded by tools/new_op.py), compiled ahead of
-// time and embedded by the build ({s.op}_triton.h is generated), launched on the caller's stream
-// by the shared Triton launcher (include/triton_launcher.h). Compiled only when the build has
-// Triton; the CPU twin is kernels/{s.op}_cpu.cc.
-#include <algorithm>
-#include <cstdint>
-#include <string>
-
-#include "cuda_float.cuh"
-#include "{s.op}.h"
-#include "{s.op}_triton.h"
-#include "triton_launcher.h"
-
-namespace {s.lib} {{
-namespace {{
-
-constexpr int64_t kBlock = 1024;          // BLOCK in {s.op}.py
-constexpr int64_t kMaxPrograms = 65536;   // the kernel loops over the rest
-
-// The entry point {s.op}_<dtype>_<layout>, loaded once per process.
-template <typename T>
-TritonKernel Load(const char* layout) {{
-  const std::string entry = std::string("{s.op}_") + DTypeName<T>() + "_" + layout;
-  return TritonKernel(FindTritonKernel(k{s.camel}TritonKernels, entry));
-}}
-
-template <typename T>
-const TritonKernel& Kernel(bool aligned) {{
-  static const TritonKernel kernels[] = {{Load<T>("any"), Load<T>("aligned")}};
-  return kernels[aligned];
-}}
-
-}}  // namespace
-
-{head}{ptr_decls}{scalar_decls}    const bool aligned = n % 16 == 0 && {aligned};
-    const tvm::ffi::dim3 grid(static_cast<unsigned>(std::min((n + kBlock - 1) / kBlock, kMaxPrograms)));
-    // The kernel's arguments in its order; 5. the launcher checks the launch.
-    Kernel<T>(aligned).Launch(grid, {x}.device(), stream, {", ".join(args)});
-  }});
-}}
-
-}}  // namespace {s.lib}
-"""
-
-
-def cpu_source(s: Spec) -> str:
-    x = s.inputs[0]
-    if s.kind == "custom":
-        loads = [f"M::Load({n}s[i])" for n in s.inputs]
-        value = " + ".join(loads)
-        value = f"({value})" if len(loads) > 1 else value
-        pointers = "".join(f"    const T* {n}s = DataPtr<const T>({n});\n" for n in s.inputs)
-        scalars = "".join(
-            f"    const C {a.name}_c = static_cast<C>({a.name});\n" for a in s.attrs if a.type != "bool"
-        )
-        renamed = Spec(
-            s.op,
-            s.lib,
-            s.inputs,
-            tuple(Attr(a.name if a.type == "bool" else f"{a.name}_c", a.type) for a in s.attrs),
-            s.kind,
-            s.cuda_only,
-            s.lang,
-        )
-        return f"""// SPDX-License-Identifier: Apache-2.0
-// CPU twin of {s.cuda_kernel}: a loop of its own.
-#include <cstdint>
-
-#include "cpu_float.h"
-#include "{s.op}.h"
-
-namespace {s.lib} {{
-
-void {s.camel}CPU({s.cpp_params()}) {{
-  Check{s.camel}Args({", ".join(("out", *s.inputs))});
-  const int64_t n = {x}.numel();
-  if (n == 0) return;
-  DispatchFloating({x}.dtype(), "{x}", [&](auto tag) {{
-    using T = typename decltype(tag)::type;
-    using M = host::FloatMath<T>;
-    using C = host::Compute<T>;
-    T* outs = DataPtr<T>(out);
-{pointers}{scalars}    // TODO(author): {s.op}'s math, per element, in the compute type C.
-    for (int64_t i = 0; i < n; ++i) outs[i] = M::Store({renamed.cpp_scaled(value)});
-  }});
-}}
-
-}}  // namespace {s.lib}
-"""
-    if s.kind == "scan":
-        launcher, size = "scan_cpu.h", rows_and_cols(s)
-        launch = f"host::RunScan<T>({s.fn_init()}, rows, cols, {REVERSE}, {s.data_ptrs()});"
-        shared = "scan"
-    elif s.kind == "rows":
-        launcher, size = "rowwise_cpu.h", rows_and_cols(s)
-        launch = f"host::RunRowwise<T>({s.fn_init()}, rows, cols, {s.data_ptrs()});"
-        shared = "row-wise"
-    else:
-        launcher, size = "elementwise_cpu.h", element_count(s)
-        launch = f"host::RunElementwise<T>({s.fn_init()}, n, {s.data_ptrs()});"
-        shared = "elementwise"
-    return f"""// SPDX-License-Identifier: Apache-2.0
-// CPU twin of {s.cuda_kernel}: {s.camel}Fn (kernels/{s.op}.h), run by the shared CPU {shared} launcher.
-#include <cstdint>
-
-#include "{launcher}"
-#include "{s.op}.h"
-
-namespace {s.lib} {{
-
-void {s.camel}CPU({s.cpp_params()}) {{
-  Check{s.camel}Args({", ".join(("out", *s.inputs))});
-{size}  DispatchFloating({x}.dtype(), "{x}", [&](auto tag) {{
-    using T = typename decltype(tag)::type;
-    using C = host::Compute<T>;
-    {launch}
-  }});
-}}
-
-}}  // namespace {s.lib}
-"""
-
-
-def binding(s: Spec) -> str:
-    x, args = s.inputs[0], s.cpp_args()
-    cuda_call = f"{s.camel}CUDA({args})"
-    if s.lang == "triton":  # a ValueError naming the op in a build without Triton
-        cuda_call = f'{s.macro}_TRITON_CALL({cuda_call}, "{s.op}")'
-    if s.cuda_only:
-        route = f"{s.macro}_ROUTE_CUDA_ONLY({x}, {cuda_call});"
-    else:
-        route = f"{s.macro}_ROUTE_BY_DEVICE({x}, {s.camel}CPU({args}), {cuda_call});"
-    in_place = ", ".join(f"out={n}" for n in s.inputs)
-    params = s.cpp_params()
-    if s.cuda_only:  # a CPU-only build compiles no CUDA call: only the routed tensor is used there
-        params = ", ".join(
-            p if p == f"ffi::TensorView {x}" else f"[[maybe_unused]] {p}" for p in params.split(", ")
-        )
-    inputs = ", ".join(s.abi_names[1:])
-    return f"""// SPDX-License-Identifier: Apache-2.0
-// ABI of {s.op}: {s.op}({args}). Routing only; the math is in kernels/.
-#include "{s.op}.h"
-
-namespace {s.lib} {{
-
-void {s.camel}({params}) {{
-  {route}
-}}
-
-}}  // namespace {s.lib}
-
-// {s.op}({args}): writes out, which may be {" or ".join(s.inputs)} itself (in-place).
-{s.macro}_EXPORT({s.op}, {s.lib}::{s.camel}, "out", "{inputs}", "{in_place}");
-"""
-
-
-# ---------------------------------------------------------------------------------------------
-# Python
-# ---------------------------------------------------------------------------------------------
-def ops_section(s: Spec) -> str:
-    first = s.inputs[0]
-    inputs = ", ".join(
-        f'Input("{n}", min_ndim=1)' if s.rows_like and n == first else f'Input("{n}")' for n in s.inputs
-    )
-    attrs = ", ".join(f'Attr("{a.name}", {a.type})' for a in s.attrs)
-    lines = [f'        "{s.op}",', f"        inputs=({inputs}{',' if len(s.inputs) == 1 else ''}),"]
-    if s.attrs:
-        lines.append(f"        attrs=({attrs},),")
-    if first != "x":  # the output is like the first input (Output's default names x)
-        lines.append(f'        output=Output(like="{first}"),')
-    lines.append(f"        vjp=_{s.op}_vjp,")
-    if s.cuda_only:
-        lines.append('        devices=("cuda",),')
-    # A scan, like a row-wise op, needs whole rows: its leading dimensions may be sharded (and
-    # batched by jax.vmap as more rows), its last one not.
-    sharding = {"custom": "None", "scan": "'rows'"}.get(s.kind, repr(s.kind))
-    lines.append(f"        sharding={sharding},")
+def created_files(s: Spec) -> dict[str, str]:
+    """The new files of op ``s``, by path, and their text."""
+    templates = {f"kernels/{s.op}.h": "op.h.j2"}
     if s.lang == "triton":
-        lines.append("        triton=True,")
-    params = ", ".join(
-        [f"{n}: ArrayT" for n in s.inputs]
-        + [f"{a.name}: {a.type}" + (" = False" if a not in s.math_attrs else "") for a in s.attrs]
-        + ["*", "out: ArrayT | None = None"]
-    )
-    vjp_params = ", ".join(
-        ["grad: Any", "out: Any", *(f"{n}: Any" for n in s.inputs), *(f"{a.name}: {a.type}" for a in s.attrs)]
-    )
-    n = len(s.inputs)
-    if s.kind == "scan" and SCAN_OPS[s.scan_op][2]:
-        helper = SCAN_OPS[s.scan_op][2]
-        others = "".join(", nil" for _ in s.inputs[1:])
-        nil = "    nil = array_namespace(grad).zeros_like(grad)\n" if n > 1 else ""
-        neutral = "".join(
-            f", {'False' if a.type == 'bool' else ('1' if a.type == 'int' else '1.0')}" for a in s.math_attrs
-        )
-        vjp = f"""    # out = a * p, p = the scan of v = {s.py_value()} ({SCAN_OPS[s.scan_op][0]}), a: the
-    # attributes; the scan's vjp is {helper} (docs/scan.md), given the scan alone: {s.op}
-    # with its attributes neutral (edit with the math).
-    from ._scan_vjp import {helper}
-
-{nil}    def scan(a: Any, backward: bool) -> Any:
-        return {s.op}(a{others}{neutral}, {REVERSE}=backward)
-
-    v = {s.py_value()}
-    g = {helper}({s.py_scaled("grad")}, scan(v, {REVERSE}), v, scan, {REVERSE})
-    return {"(g,)" if n == 1 else "(" + ", ".join(["g"] * n) + ")"}
-"""
-    elif s.kind == "scan":
-        others = "".join(", zeros" for _ in s.inputs[1:])
-        zeros = "    zeros = array_namespace(grad).zeros_like(grad)\n" if n > 1 else ""
-        math = ", ".join(a.name for a in s.math_attrs)
-        vjp = f"""    # out[..., i] sums the values of the row up to i ({REVERSE}: from i to the end), so the
-    # value at j reaches every out[..., i] with i >= j ({REVERSE}: i <= j): its gradient is the
-    # scan of grad the other way, which {s.op} itself computes (also differentiable).
-{zeros}    g = {s.op}(grad{others}{", " + math if math else ""}, {REVERSE}=not {REVERSE})
-    return {"(g,)" if n == 1 else "(" + ", ".join(["g"] * n) + ")"}
-"""
-    elif s.kind == "rows":
-        vjp = f"""    # v = {s.py_value()}; out = a * v * r, r = 1 / sqrt(mean(v**2) + 1), a: the attributes.
-    # dout/dv = a * (r * grad - r**3 * v * mean(grad * v)), the same for every input.
-    xp = array_namespace({first})
-    v = {s.py_value()}
-    cols = v.shape[-1]
-    sum_vv, sum_gv = xp.sum(v * v, axis=-1), xp.sum(grad * v, axis=-1)  # keepdims: not in Paddle
-    r = 1 / xp.sqrt(xp.reshape(sum_vv, (*sum_vv.shape, 1)) / cols + 1)
-    g = {s.py_scaled("(r * grad - r**3 * v * xp.reshape(sum_gv, (*sum_gv.shape, 1)) / cols)")}
-    return {"(g,)" if n == 1 else "(" + ", ".join(["g"] * n) + ")"}
-"""
+        templates[f"kernels/triton/{s.op}.py"] = "triton_op.py.j2"
+        templates[f"kernels/triton/{s.op}.cu"] = "triton_op.cu.j2"
     else:
-        said = f"out = {s.py_scaled(s.py_value())}: the same gradient for every input."
-        comment = "".join(f"    # {line}\n" for line in textwrap.wrap(said, 100))
-        vjp = f"""{comment}    g = {s.py_scaled("grad")}
-    return {"(g,)" if n == 1 else "(" + ", ".join(["g"] * n) + ")"}
-"""
-    described = "".join(
-        f"        {n}: A contiguous float16, bfloat16, float32 or float64 array"
-        + ("" if i == 0 else f" like ``{first}``")
-        + (" of 1 or more dimensions" if s.rows_like and i == 0 else "")
-        + ".\n"
-        for i, n in enumerate(s.inputs)
-    ) + "".join(
-        f"        {a.name}: "
-        + (
-            "Scan from the end of each row instead (default: from its start).\n"
-            if a not in s.math_attrs
-            else f"A Python {a.type}.\n"
-        )
-        for a in s.attrs
-    )
-    call_inputs = f"({s.inputs[0]},)" if len(s.inputs) == 1 else f"({', '.join(s.inputs)})"
-    names = [a.name for a in s.attrs]
-    call_attrs = f"({names[0]},)" if len(names) == 1 else f"({', '.join(names)})"
-    device = "CUDA GPUs only (a CPU array is a ValueError)" if s.cuda_only else "the CPU and CUDA GPUs"
-    may_be = " or ".join(f"``{n}``" for n in s.inputs)
-    # The formula as the summary, wrapped to the line length (a scan's with a bool attribute is
-    # longer than one line); an inline literal may span lines.
-    summary = "\n    ".join(textwrap.wrap(f"``{s.formula}``.", 100, break_long_words=False))
-    return f'''# ===== op: {s.op} =====
-# Scaffolded by tools/new_op.py ({s.kind}{", CUDA only" if s.cuda_only else ""}): edit the vjp and the
-# docstring with the kernels.
-def _{s.op}_vjp({vjp_params}) -> tuple[Any, ...]:
-{vjp}
-
-_{s.op} = register(
-    OpSpec(
-{chr(10).join(lines)}
-    )
-)
+        templates[f"kernels/{s.op}.cu"] = "op.cu.j2"
+    templates[f"bindings/{s.op}_binding.cc"] = "binding.cc.j2"
+    templates[f"tests/test_{s.op}.py"] = "test_op.py.j2"
+    templates[f"docs/kernels/{s.op}.md"] = "op.md.j2"
+    if not s.cuda_only:
+        templates[f"kernels/{s.op}_cpu.cc"] = "op_cpu.cc.j2"
+    return {path: render(template, s) for path, template in templates.items()}
 
 
-def {s.op}({params}) -> ArrayT:
-    """{summary}
-
-    TODO(author): describe what {s.op} computes.
-    Runs on {device}.
-
-    Args:
-{described}        out: Optional array to write into, like ``{first}`` (may be {may_be}; not for JAX).
-
-    Returns:
-        ``out``, or a new array like ``{first}``. Differentiable (PyTorch, JAX, Paddle).
-    """
-    return _{s.op}.call({call_inputs}, {call_attrs}, out)
-
-
-'''
+def ops_section(s: Spec) -> str:
+    """The op's section of ops.py: its vjp, declaration and public function, and the two blank
+    lines before the next (a file ends in one newline)."""
+    return render("ops_section.py.j2", s) + "\n\n"
 
 
 def add_to_ops(path: Path, s: Spec) -> None:
@@ -856,616 +316,7 @@ def append_readme_row(readme: Path, row: str) -> bool:
     return True
 
 
-def docs_page(s: Spec) -> str:
-    cuda_files = (
-        [f"kernels/triton/{s.op}.py", f"kernels/triton/{s.op}.cu"]
-        if s.lang == "triton"
-        else [f"kernels/{s.op}.cu"]
-    )
-    files = [f"kernels/{s.op}.h", *cuda_files] + ([] if s.cuda_only else [f"kernels/{s.op}_cpu.cc"])
-    where = {
-        "elementwise": f"the function object `{s.camel}Fn` in `kernels/{s.op}.h`, run by the shared "
-        "elementwise launchers",
-        "rows": f"the function object `{s.camel}Fn` in `kernels/{s.op}.h` (`Value`, `Term`, `Finish`), run "
-        "by the shared row-wise launchers",
-        "scan": f"the function object `{s.camel}Fn` in `kernels/{s.op}.h` (`Value`, `Finish`), run by "
-        "the shared scan launchers ([a scan along the last dimension](../scan.md))",
-        "custom": f"its own kernels in {', '.join(f'`{f}`' for f in files[1:])}",
-    }[s.kind]
-    devices = "CUDA GPUs only: a CPU array is a `ValueError`" if s.cuda_only else "the CPU and CUDA GPUs"
-    triton = (
-        "\nIts CUDA kernel is written in Triton, compiled ahead of time into the library (see\n"
-        "[Writing a kernel in Triton](../triton.md)); the CPU kernel is its C++ twin.\n"
-        if s.lang == "triton"
-        else ""
-    )
-    if s.lang == "triton":
-        where = (
-            f"`{s.op}_kernel` in `kernels/triton/{s.op}.py` (CUDA) and `{s.camel}Fn` in "
-            f"`kernels/{s.op}.h` (CPU)"
-        )
-    return f"""# `{s.op}`
-
-`{s.lib}.{s.op}` computes `{s.formula}` (TODO(author): say what it computes and the pattern it
-shows), on {devices}.
-{triton}
-The math is {where}; the sources are {", ".join(f"`{f}`" for f in files)} and
-`bindings/{s.op}_binding.cc`, the declaration is its section of `python/{s.lib}/ops.py`, and its
-tests are `tests/test_{s.op}.py`.
-"""
-
-
-def test_file(s: Spec) -> str:
-    first, n = s.inputs[0], len(s.inputs)
-    attr_consts = "".join(f"{a.name.upper()} = {a.example}\n" for a in s.attrs)
-    attr_args = "".join(f", {a.name.upper()}" for a in s.attrs)
-    ref_params = ", ".join(
-        [*(f"{x}: np.ndarray" for x in s.inputs), *(f"{a.name}: {a.type}" for a in s.attrs)]
-    )
-    value = s.py_value()
-    if s.kind == "scan":
-        running = SCAN_OPS[s.scan_op][1]
-        if s.scan_op == "sum":
-            head = f"    # {REVERSE}: from the end of each row\n"
-            expr = f"np.flip({running}(np.flip(v, -1), axis=-1), -1) if {REVERSE} else {running}(v, axis=-1)"
-        else:  # a product may leave float64's range too
-            head = (
-                '    with np.errstate(over="ignore"):\n'
-                f"        prefix = {running}(np.flip(v, -1) if {REVERSE} else v, axis=-1)\n"
-                f"    # {REVERSE}: from the end of each row\n"
-            )
-            expr = f"np.flip(prefix, -1) if {REVERSE} else prefix"
-        scaled = s.py_scaled("prefix")
-        last = f"    return {expr}\n" if scaled == "prefix" else f"    prefix = {expr}\n    return {scaled}\n"
-        body = f"    v = {value}\n{head}{last}"
-        shapes = "[(1,), (7,), (3, 5), (0, 4), (4, 0), (2, 3, 257), (3, 4097), (1000, 16)]"
-    elif s.kind == "rows":
-        body = (
-            f"    v = {value}\n"
-            "    mean_square = np.sum(v * v, axis=-1, keepdims=True) / max(v.shape[-1], 1)\n"
-            f"    return {s.py_scaled('v')} / np.sqrt(mean_square + 1)\n"
-        )
-        shapes = "[(1,), (7,), (3, 5), (0, 4), (4, 0), (2, 3, 257), (3, 4097), (1000, 16)]"
-    else:
-        body = f"    return {s.py_scaled(value)}\n"
-        shapes = "[(), (0,), (1,), (7,), (255,), (257,), (4097,), (2**20 + 3,), (3, 5), (2, 3, 4)]"
-    inputs_tuple = ", ".join(f'"{x}"' for x in s.inputs) + ("," if n == 1 else "")
-    lam = ", ".join(s.inputs)
-    make_inputs = "".join(
-        f"    {x} = backend.asarray(random_data(shape, seed={i + 1} + sum(shape)), dtype)\n"
-        for i, x in enumerate(s.inputs)
-    )
-    as64 = ", ".join(f"backend.to_numpy({x})" for x in s.inputs)
-    names64 = ", ".join(f"{x}64" for x in s.inputs)
-    unchanged = "".join(
-        f"    np.testing.assert_array_equal(backend.to_numpy({x}), {x}64)\n" for x in s.inputs
-    )
-    min_dims = 1 if s.rows_like else 0
-    case_extra = "\n    reduction=True," if s.rows_like else ""
-    cpu_only_tests = ""
-    if s.cuda_only:
-        cpu_only_tests = f"""
-
-# A CUDA-only op: every framework gets the library's ValueError for a CPU array, eagerly, under
-# jax.jit and through autograd. These run without a GPU.
-CPU_BACKENDS = [b for b in ALL_BACKENDS if b.device == "cpu"]
-
-
-@pytest.mark.parametrize("backend", backend_params(CPU_BACKENDS), indirect=True)
-def test_{s.op}_refuses_cpu_arrays(backend: Backend) -> None:
-    arrays = [backend.asarray(np.ones((2, 3)), "float32") for _ in range({n})]
-    # A NumPy caller is told that the array is NumPy's (always on the CPU), as a JAX caller is.
-    said = "{s.inputs[0]} is a NumPy array .*" if backend.framework == "numpy" else ""
-    with pytest.raises(ValueError, match=said + "only a CUDA implementation"):
-        backend.run(lambda *a: {s.lib}.{s.op}(*a{attr_args}), *arrays)
-    if backend.framework == "torch":  # through the PyTorch custom op (autograd)
-        arrays[0].requires_grad_()
-        with pytest.raises(ValueError, match="only a CUDA implementation"):
-            {s.lib}.{s.op}(*arrays{attr_args})
-"""
-    text = f'''"""{s.op}: a framework x device x dtype x shape matrix against a float64 reference, gradients
-and a property test (scaffolded by tools/new_op.py)."""
-
-from __future__ import annotations
-
-import math
-
-import numpy as np
-import pytest
-from backends import ALL_BACKENDS, DTYPES, Backend, backend_out_params, backend_params, check_native, shape_id
-from cases import OpCase, built_devices
-from hypothesis import given
-from hypothesis import strategies as st
-from properties import PROFILE_SETTINGS, _dtypes_for, float_arrays, shapes
-from reference import random_data
-
-import {s.lib}
-from {s.lib}.ops import OPS
-
-
-# ---- What the author edits: the float64 reference and the tolerances, nothing else. --------
-def reference({ref_params}) -> np.ndarray:
-    """{s.op} in float64, from the float64 values of the inputs as stored."""
-{body}
-
-# (rtol, atol) of the results per dtype, against the reference. These allow a few roundings in
-# the compute type (float32 for 16-bit inputs); math with exp or tanh needs about 1e-6 relative
-# in float32.
-TOLERANCES = {{
-    "float16": (2e-3, 1e-5),
-    "bfloat16": (1.6e-2, 1e-5),
-    "float32": (3e-5, 1e-6),
-    "float64": (1e-12, 1e-14),
-}}
-MAX_ABS = 16.0  # inputs of the property test are within [-MAX_ABS, MAX_ABS]
-# Example values of the scalar arguments.
-{attr_consts}# ----------------------------------------------------------------------------------------------
-
-DEVICES = built_devices(next(spec for spec in OPS if spec.name == "{s.op}"))
-BACKENDS = tuple(b for b in ALL_BACKENDS if b.device in DEVICES)
-SHAPES = {shapes}
-NAN = float("nan")
-DIFFERENTIABLE = [b for b in BACKENDS if b.framework in ("torch", "jax", "paddle")]
-
-# The example call the cross-cutting suites (bad input, threads, lifetimes, the ABI) make.
-CASE = OpCase(
-    "{s.op}",
-    ({inputs_tuple}),
-    lambda {lam}, out=None: {s.lib}.{s.op}({lam}{attr_args}, out=out),
-    reference=lambda {lam}: reference({lam}{attr_args}),
-    exports={{"{s.op}": {len(s.abi_names)}}},{case_extra}
-)
-
-
-def assert_close(actual: np.ndarray, expected: np.ndarray, dtype: str) -> None:
-    rtol, atol = TOLERANCES[dtype]
-    assert actual.shape == expected.shape, f"shape {{actual.shape}} != {{expected.shape}}"
-    np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol, equal_nan=True)
-
-
-@pytest.mark.parametrize("shape", SHAPES, ids=shape_id)
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize(("backend", "out_mode"), backend_out_params(BACKENDS), indirect=["backend"])
-def test_{s.op}_matches_reference(backend: Backend, out_mode: str, dtype: str, shape) -> None:
-{make_inputs}    {names64} = {as64}
-    if out_mode == "out":
-        buffer, out = backend.guarded_out(shape, dtype, sentinel=NAN)
-        assert backend.run({s.lib}.{s.op}, {lam}{attr_args}, out=out) is out
-        guards = backend.to_numpy(buffer)
-        assert np.isnan(guards[:16]).all() and np.isnan(guards[-16:]).all(), "stray write"
-        result = out
-    else:
-        result = backend.run({s.lib}.{s.op}, {lam}{attr_args})
-        check_native(backend, result, dtype, shape)
-    assert_close(backend.to_numpy(result), reference({names64}{attr_args}), dtype)
-{unchanged}
-
-@pytest.mark.parametrize("backend", backend_params(BACKENDS), indirect=True)
-def test_{s.op}_rejects_bad_input(backend: Backend) -> None:
-    good = [backend.asarray(np.ones((2, 3)), "float32") for _ in range({n})]
-    with pytest.raises(TypeError, match="{first} has unsupported dtype int32"):
-        backend.run({s.lib}.{s.op}, backend.asarray(np.ones((2, 3)), "int32"), *good[1:]{attr_args})
-    with pytest.raises(TypeError, match="{first} must be an array"):
-        {s.lib}.{s.op}([1.0, 2.0], *good[1:]{attr_args})
-
-
-@pytest.mark.parametrize("backend", backend_params(DIFFERENTIABLE), indirect=True)
-def test_{s.op}_gradients(backend: Backend) -> None:
-    """The op's vjp against central differences of the float64 reference."""
-    shape = (3, 4)
-    data = [random_data(shape, seed=10 + i) for i in range({n})]
-    weights = random_data(shape, seed=20)  # the gradient flowing in
-    arrays = [backend.asarray(d, "float64") for d in data]
-    grad_in = backend.asarray(weights, "float64")
-    if backend.framework == "torch":
-        for a in arrays:
-            a.requires_grad_()
-        {s.lib}.{s.op}(*arrays{attr_args}).backward(grad_in)
-        grads = [a.grad for a in arrays]
-    elif backend.framework == "jax":
-        import jax
-
-        _, pullback = jax.vjp(lambda *a: {s.lib}.{s.op}(*a{attr_args}), *arrays)
-        grads = list(pullback(grad_in))
-    else:
-        for a in arrays:
-            a.stop_gradient = False
-        {s.lib}.{s.op}(*arrays{attr_args}).backward(grad_in)
-        grads = [a.grad for a in arrays]
-    h = 1e-6
-    for i, g in enumerate(grads):
-        expected = np.empty(shape)
-        for j in np.ndindex(*shape):
-            up, down = [a.copy() for a in data], [a.copy() for a in data]
-            up[i][j] += h
-            down[i][j] -= h
-            change = reference(*up{attr_args}) - reference(*down{attr_args})
-            expected[j] = np.sum(change * weights) / (2 * h)
-        np.testing.assert_allclose(backend.to_numpy(g), expected, rtol=1e-5, atol=1e-7, err_msg=f"{{i}}")
-{cpu_only_tests}
-
-# -- properties (Hypothesis; shared machinery in properties.py) ------------------------------
-@pytest.mark.parametrize("backend", backend_params(BACKENDS), indirect=True)
-@PROFILE_SETTINGS
-@given(data=st.data())
-def test_{s.op}_property(backend: Backend, data) -> None:
-    dtype = data.draw(st.sampled_from(_dtypes_for(backend)), label="dtype")
-    shape = data.draw(shapes(min_dims={min_dims}), label="shape")
-    values = [
-        data.draw(float_arrays(shape, dtype, max_abs=MAX_ABS, min_abs=2.0**-8), label=name)
-        for name in CASE.arrays
-    ]
-    arrays = [backend.asarray(v, dtype) for v in values]
-    stored = [backend.to_numpy(a) for a in arrays]
-    result = backend.run({s.lib}.{s.op}, *arrays{attr_args})
-    check_native(backend, result, dtype, shape)
-    assert_close(backend.to_numpy(result), reference(*stored{attr_args}), dtype)
-    for a, before in zip(arrays, stored, strict=True):
-        np.testing.assert_array_equal(backend.to_numpy(a), before)
-    assert math.prod(shape) == backend.to_numpy(result).size
-'''
-    if s.kind == "scan":
-        text = _scan_tests(s, text)
-    return text
-
-
-def _scan_tests(s: Spec, text: str) -> str:
-    """A scan's tests: tolerances for a running sum, and the reverse direction."""
-    math_args = "".join(f", {a.name.upper()}" for a in s.math_attrs)
-    text = text.replace(
-        """# (rtol, atol) of the results per dtype, against the reference. These allow a few roundings in
-# the compute type (float32 for 16-bit inputs); math with exp or tanh needs about 1e-6 relative
-# in float32.
-TOLERANCES = {
-    "float16": (2e-3, 1e-5),
-    "bfloat16": (1.6e-2, 1e-5),
-    "float32": (3e-5, 1e-6),
-    "float64": (1e-12, 1e-14),
-}""",
-        """# (rtol, atol) of the results per dtype, against the reference: rtol for the rounding of the
-# result, atol per unit of what the running sum has added (the same scan of |values|), as a sum's
-# rounding error grows with its terms, not with its result, which cancellation can make small:
-# a few roundings in the compute type (float32 for 16-bit inputs) per sqrt(row length).
-TOLERANCES = {
-    "float16": (2e-3, 2e-5),
-    "bfloat16": (1.6e-2, 2e-5),
-    "float32": (3e-5, 2e-5),
-    "float64": (1e-12, 1e-13),
-}""",
-    )
-    text = text.replace(
-        """def assert_close(actual: np.ndarray, expected: np.ndarray, dtype: str) -> None:
-    rtol, atol = TOLERANCES[dtype]
-    assert actual.shape == expected.shape, f"shape {actual.shape} != {expected.shape}"
-    np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol, equal_nan=True)""",
-        """def assert_close(actual: np.ndarray, expected: np.ndarray, dtype: str, added: np.ndarray) -> None:
-    rtol, atol = TOLERANCES[dtype]
-    assert actual.shape == expected.shape, f"shape {actual.shape} != {expected.shape}"
-    bound = rtol * np.abs(expected) + atol * np.abs(added)  # added: the scan of |values|
-    close = (actual == expected) | (np.abs(actual - expected) <= bound)
-    close |= np.isnan(actual) & np.isnan(expected)
-    where = np.argwhere(~close)
-    assert where.size == 0, (
-        f"{len(where)} of {actual.size} elements differ; first at {tuple(where[0])}: "
-        f"{actual[tuple(where[0])]} != {expected[tuple(where[0])]} (bound {bound[tuple(where[0])]:.3g})"
-    )""",
-    )
-    if s.scan_op != "sum":  # a product or exponential leaves the dtype's range where float64 does not
-        old = """    bound = rtol * np.abs(expected) + atol * np.abs(added)  # added: the scan of |values|
-    close = (actual == expected) | (np.abs(actual - expected) <= bound)"""
-        assert old in text
-        text = text.replace(
-            old,
-            """    # Beyond the dtype's largest value the result is inf; below its smallest normal one, the
-    # absolute error is up to that (subnormals and zeros), as a product underflows.
-    tiny, huge = RANGE[dtype]
-    with np.errstate(invalid="ignore", over="ignore"):
-        expected = np.where(np.abs(expected) > huge, np.copysign(np.inf, expected), expected)
-        bound = rtol * np.abs(expected) + atol * np.abs(added) + tiny  # added: the scan of |values|
-        close = (actual == expected) | (np.abs(actual - expected) <= bound)""",
-        )
-        old = "MAX_ABS = "
-        assert old in text
-        text = text.replace(
-            old,
-            "# The smallest normal and the largest finite value of each dtype.\n"
-            "RANGE = {\n"
-            '    "float16": (6.2e-5, 65504.0),\n'
-            '    "bfloat16": (1.2e-38, 3.38e38),\n'
-            '    "float32": (1.2e-38, 3.4e38),\n'
-            '    "float64": (2.3e-308, 1.79e308),\n'
-            "}\n" + old,
-            1,
-        )
-    names64 = ", ".join(f"{x}64" for x in s.inputs)
-    attr_args = "".join(f", {a.name.upper()}" for a in s.attrs)
-    lam = ", ".join(s.inputs)
-    old = "    reduction=True,\n)"
-    assert old in text
-    text = text.replace(
-        old,
-        "    reduction=True,\n"
-        f"    error_scale=lambda {lam}: reference(*map(np.abs, ({lam},)){attr_args}),  # see TOLERANCES\n)",
-    )
-    old = f"reference({names64}{attr_args}), dtype)"
-    assert old in text
-    text = text.replace(
-        old, f"reference({names64}{attr_args}), dtype, reference(*map(np.abs, ({names64},)){attr_args}))"
-    )
-    old = f"reference(*stored{attr_args}), dtype)"
-    assert old in text
-    text = text.replace(
-        old, f"reference(*stored{attr_args}), dtype, reference(*map(np.abs, stored){attr_args}))"
-    )
-    lam = ", ".join(s.inputs)
-    make = "".join(
-        f"    {x} = backend.asarray(random_data((3, 1500), seed={i + 30}), dtype)\n"
-        for i, x in enumerate(s.inputs)
-    )
-    stored = ", ".join(f"backend.to_numpy({x})" for x in s.inputs)
-    return (
-        text
-        + f"""
-
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("backend", backend_params(BACKENDS), indirect=True)
-def test_{s.op}_reverse(backend: Backend, dtype: str) -> None:
-    \"\"\"{REVERSE}=True: the running sum from the end of each row.\"\"\"
-{make}    stored = [{stored}]
-    result = backend.run(lambda {lam}: {s.lib}.{s.op}({lam}{math_args}, {REVERSE}=True), {lam})
-    assert_close(
-        backend.to_numpy(result),
-        reference(*stored{math_args}, True),
-        dtype,
-        reference(*map(np.abs, stored){math_args}, True),
-    )
-"""
-    )
-
-
 # ---------------------------------------------------------------------------------------------
-def library_name() -> str:
-    packages = [p.name for p in (ROOT / "python").iterdir() if (p / "__init__.py").exists()]
-    if len(packages) != 1:
-        sys.exit(f"error: expected one package under python/, found {packages}")
-    return packages[0]
-
-
-# C++ keywords and alternative tokens: an op's name becomes C++ identifiers too.
-CPP_KEYWORDS = frozenset(
-    [
-        "alignas",
-        "alignof",
-        "and",
-        "and_eq",
-        "asm",
-        "auto",
-        "bitand",
-        "bitor",
-        "bool",
-        "break",
-        "case",
-        "catch",
-        "char",
-        "char8_t",
-        "char16_t",
-        "char32_t",
-        "class",
-        "compl",
-        "concept",
-        "const",
-        "consteval",
-        "constexpr",
-        "constinit",
-        "const_cast",
-        "continue",
-        "co_await",
-        "co_return",
-        "co_yield",
-        "decltype",
-        "default",
-        "delete",
-        "do",
-        "double",
-        "dynamic_cast",
-        "else",
-        "enum",
-        "explicit",
-        "export",
-        "extern",
-        "false",
-        "float",
-        "for",
-        "friend",
-        "goto",
-        "if",
-        "inline",
-        "int",
-        "long",
-        "mutable",
-        "namespace",
-        "new",
-        "noexcept",
-        "not",
-        "not_eq",
-        "nullptr",
-        "operator",
-        "or",
-        "or_eq",
-        "private",
-        "protected",
-        "public",
-        "register",
-        "reinterpret_cast",
-        "requires",
-        "return",
-        "short",
-        "signed",
-        "sizeof",
-        "static",
-        "static_assert",
-        "static_cast",
-        "struct",
-        "switch",
-        "template",
-        "this",
-        "thread_local",
-        "throw",
-        "true",
-        "try",
-        "typedef",
-        "typeid",
-        "typename",
-        "union",
-        "unsigned",
-        "using",
-        "virtual",
-        "void",
-        "volatile",
-        "wchar_t",
-        "while",
-        "xor",
-        "xor_eq",
-    ]
-)
-
-
-def _identifier(name: str, what: str) -> str:
-    if not re.fullmatch(r"[a-z][a-z0-9_]*", name) or keyword.iskeyword(name) or keyword.issoftkeyword(name):
-        sys.exit(f"error: {what} {name!r} must be a lowercase Python identifier (not a Python keyword)")
-    if name in CPP_KEYWORDS:
-        sys.exit(f"error: {what} {name!r} is a C++ keyword; the generated C++ code could not use it")
-    return name
-
-
-def bound_names(library: str) -> set[str]:
-    """The names an op may not take: what the package, its ``ops`` module or the library's
-    exports already bind (``lib``, ``ops``, ``build_info``, an export such as ``scale_new``...).
-    The op would be hidden behind them, or clash with them in the library."""
-    package = ROOT / "python" / library
-    names = {p.stem for p in package.glob("*.py")}
-    for module in (package / "__init__.py", package / "ops.py"):
-        for node in ast.parse(module.read_text()).body:
-            if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
-                names.add(node.name)
-            elif isinstance(node, (ast.Import, ast.ImportFrom)):
-                names |= {(a.asname or a.name).split(".")[0] for a in node.names}
-            elif isinstance(node, (ast.Assign, ast.AnnAssign)):
-                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                names |= {t.id for t in targets if isinstance(t, ast.Name)}
-    for binding in (ROOT / "bindings").glob("*.cc"):
-        names |= set(re.findall(r"^[A-Z_]+_EXPORT\((\w+),", binding.read_text(), re.MULTILINE))
-    return names
-
-
-# C's standard headers (C23). kernels/ is an include directory of the build (-I, searched before
-# the system's), so an op's kernels/<op>.h would stand in for <op.h> wherever a source or the
-# compiler's own headers include it: kernels/errno.h for the <errno.h> that <cerrno> includes.
-C_HEADERS = frozenset(
-    [
-        "assert",
-        "complex",
-        "ctype",
-        "errno",
-        "fenv",
-        "float",
-        "inttypes",
-        "iso646",
-        "limits",
-        "locale",
-        "math",
-        "setjmp",
-        "signal",
-        "stdalign",
-        "stdarg",
-        "stdatomic",
-        "stdbit",
-        "stdbool",
-        "stdckdint",
-        "stddef",
-        "stdint",
-        "stdio",
-        "stdlib",
-        "stdnoreturn",
-        "string",
-        "tgmath",
-        "threads",
-        "time",
-        "uchar",
-        "wchar",
-        "wctype",
-    ]
-)
-
-
-def _include_dirs() -> list[Path]:
-    """The system include directories of this machine's C++ compiler and of CUDA, where found."""
-    dirs = []
-    compiler = shutil.which(os.environ.get("CXX", "c++"))
-    if compiler:
-        probe = subprocess.run(
-            [compiler, "-xc++", "-E", "-v", os.devnull], capture_output=True, text=True, check=False
-        )
-        listed = re.search(r"#include <\.\.\.> search starts here:\n(.*?)\nEnd of search", probe.stderr, re.S)
-        dirs += [Path(d.strip()) for d in listed.group(1).splitlines()] if listed else []
-    nvcc = shutil.which("nvcc")
-    if nvcc:
-        dirs.append(Path(nvcc).resolve().parent.parent / "include")
-    return [d for d in dirs if d.is_dir()]
-
-
-def shadowed_headers() -> set[str]:
-    """The names X for which kernels/X.h would shadow another header: C's standard headers, the
-    project's own (include/), every <X.h> its sources include, and the headers at the top of the
-    compiler's and CUDA's include directories."""
-    names = set(C_HEADERS) | {p.stem for p in (ROOT / "include").glob("*.h")}
-    for folder in ("kernels", "bindings", "include"):
-        for source in (ROOT / folder).rglob("*"):
-            if source.suffix in {".h", ".cuh", ".cu", ".cc"}:
-                names |= set(re.findall(r"#\s*include\s*[<\"](\w+)\.h[>\"]", source.read_text()))
-    for folder in _include_dirs():
-        names |= {p.stem for p in folder.glob("*.h")}
-    return names - _existing_ops(library_name())
-
-
-def python_names_used(library: str) -> set[str]:
-    """Builtins (len, max, ...) and the standard library modules the package uses: an op's
-    function in ops.py and the package namespace would hide them."""
-    used = set(dir(builtins))
-    for module in (ROOT / "python" / library).glob("*.py"):
-        for node in ast.walk(ast.parse(module.read_text())):
-            if isinstance(node, ast.Import):
-                used |= {a.name.split(".")[0] for a in node.names}
-            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                used.add(node.module.split(".")[0])
-    return {n for n in used if n in sys.stdlib_module_names or n in dir(builtins)}
-
-
-def _op_name(name: str, library: str) -> str:
-    _identifier(name, "op name")
-    if name in python_names_used(library):
-        sys.exit(
-            f"error: op name {name!r} would shadow the Python builtin or standard module {library} uses; "
-            "choose another name"
-        )
-    if name in shadowed_headers():
-        sys.exit(
-            f"error: op name {name!r} would make kernels/{name}.h shadow the header <{name}.h> "
-            "(kernels/ is an include directory); choose another name"
-        )
-    if name in bound_names(library) - _existing_ops(library):
-        sys.exit(
-            f"error: op name {name!r} is already bound by {library} (its package, ops.py or its "
-            "exported functions); the op would be hidden behind it. Choose another name"
-        )
-    return name
-
-
-def _existing_ops(library: str) -> set[str]:
-    ops = (ROOT / "python" / library / "ops.py").read_text()
-    return set(re.findall(r"^# ===== op: (\w+) =====", ops, re.MULTILINE))
-
-
 def parse(argv: list[str]) -> tuple[Spec, bool]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("name", help="the op's name, a lowercase identifier such as fused_add")
@@ -1500,18 +351,20 @@ def parse(argv: list[str]) -> tuple[Spec, bool]:
     shaped |= {"--lang": "lang", "--scan-op": "scan_op"}
     if args.like and any(getattr(args, dest) != parser.get_default(dest) for dest in shaped.values()):
         sys.exit(f"error: --like copies {args.like} as it is; it takes none of {', '.join(shaped)}")
-    inputs = tuple(_identifier(n.strip(), "input") for n in args.inputs.split(",") if n.strip())
+    names_rules = runpy.run_path(str(ROOT / "tools" / "op_names.py"))
+    identifier = names_rules["identifier"]
+    inputs = tuple(identifier(n.strip(), "input") for n in args.inputs.split(",") if n.strip())
     attrs = []
     for item in filter(None, (a.strip() for a in args.attrs.split(","))):
         name, _, kind = item.partition(":")
         if kind not in ATTR_TYPES:
             sys.exit(f"error: attribute {item!r}: write NAME:TYPE with TYPE one of {', '.join(ATTR_TYPES)}")
-        attrs.append(Attr(_identifier(name, "attribute"), kind))
+        attrs.append(Attr(identifier(name, "attribute"), kind))
     names = [*inputs, *(a.name for a in attrs), "out"]
     if not inputs or len(set(names)) != len(names):
         sys.exit(f"error: inputs and attributes need distinct names other than 'out'; got {names[:-1]}")
-    library = library_name()
-    op = _op_name(args.name, library)
+    library = names_rules["library_name"]()
+    op = names_rules["op_name"](args.name, library)
     if args.kind == "scan":
         if any(a.name == REVERSE for a in attrs):
             sys.exit(f"error: the scan kind adds the attribute {REVERSE!r} itself; name yours otherwise")
@@ -1531,12 +384,18 @@ def _formatters() -> dict[str, str]:
     pass the lint as written: this Python's (or PATH's) where those are the pinned versions, else
     from a private environment made once from their PyPI wheels (.venv-template, shared with
     tools/update_from_template.py)."""
+    bin_dir = tools_python().parent
+    found = {name: bin_dir / name for name in ("ruff", "clang-format")}
+    return {name: str(exe) if exe.exists() else (shutil.which(name) or name) for name, exe in found.items()}
+
+
+def tools_python() -> Path:
+    """A Python with copier (and so Jinja) and the pinned formatters: this one, or the private
+    environment tools/update_from_template.py makes once (.venv-template)."""
     sys.path.insert(0, str(ROOT / "tools"))
     from update_from_template import tool_python
 
-    bin_dir = tool_python(ROOT).parent
-    found = {name: bin_dir / name for name in ("ruff", "clang-format")}
-    return {name: str(exe) if exe.exists() else (shutil.which(name) or name) for name, exe in found.items()}
+    return tool_python(ROOT)
 
 
 def format_files(paths: list[Path]) -> None:
@@ -1613,20 +472,10 @@ def main(argv: list[str]) -> int:
     s, run_formatters = parse(argv)
     if s.like:
         return copy_like(s, run_formatters)
-    cuda_files = (
-        {f"kernels/triton/{s.op}.py": triton_source(s), f"kernels/triton/{s.op}.cu": triton_launcher(s)}
-        if s.lang == "triton"
-        else {f"kernels/{s.op}.cu": cuda_source(s)}
-    )
-    created = {
-        f"kernels/{s.op}.h": header(s),
-        **cuda_files,
-        f"bindings/{s.op}_binding.cc": binding(s),
-        f"tests/test_{s.op}.py": test_file(s),
-        f"docs/kernels/{s.op}.md": docs_page(s),
-    }
-    if not s.cuda_only:
-        created[f"kernels/{s.op}_cpu.cc"] = cpu_source(s)
+    if importlib.util.find_spec("jinja2") is None:  # the scaffolds are Jinja templates
+        python = tools_python()
+        os.execv(python, [str(python), __file__, *argv])
+    created = created_files(s)
     package = ROOT / "python" / s.lib
     ops_py = package / "ops.py"
     existing = [p for p in created if (ROOT / p).exists()]

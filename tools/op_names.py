@@ -1,0 +1,233 @@
+#!/usr/bin/env python3
+"""The names an op may take (tools/new_op.py checks them before it writes anything; so does
+tools/new_library.py for the library's name): a lowercase identifier that is no C++ keyword, and
+that hides nothing the library or its build use (a builtin or standard module the package
+imports, a header <NAME.h> that kernels/NAME.h would shadow, a name the package binds)."""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import keyword
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def library_name() -> str:
+    packages = [p.name for p in (ROOT / "python").iterdir() if (p / "__init__.py").exists()]
+    if len(packages) != 1:
+        sys.exit(f"error: expected one package under python/, found {packages}")
+    return packages[0]
+
+
+# C++ keywords and alternative tokens: an op's name becomes C++ identifiers too.
+CPP_KEYWORDS = frozenset(
+    [
+        "alignas",
+        "alignof",
+        "and",
+        "and_eq",
+        "asm",
+        "auto",
+        "bitand",
+        "bitor",
+        "bool",
+        "break",
+        "case",
+        "catch",
+        "char",
+        "char8_t",
+        "char16_t",
+        "char32_t",
+        "class",
+        "compl",
+        "concept",
+        "const",
+        "consteval",
+        "constexpr",
+        "constinit",
+        "const_cast",
+        "continue",
+        "co_await",
+        "co_return",
+        "co_yield",
+        "decltype",
+        "default",
+        "delete",
+        "do",
+        "double",
+        "dynamic_cast",
+        "else",
+        "enum",
+        "explicit",
+        "export",
+        "extern",
+        "false",
+        "float",
+        "for",
+        "friend",
+        "goto",
+        "if",
+        "inline",
+        "int",
+        "long",
+        "mutable",
+        "namespace",
+        "new",
+        "noexcept",
+        "not",
+        "not_eq",
+        "nullptr",
+        "operator",
+        "or",
+        "or_eq",
+        "private",
+        "protected",
+        "public",
+        "register",
+        "reinterpret_cast",
+        "requires",
+        "return",
+        "short",
+        "signed",
+        "sizeof",
+        "static",
+        "static_assert",
+        "static_cast",
+        "struct",
+        "switch",
+        "template",
+        "this",
+        "thread_local",
+        "throw",
+        "true",
+        "try",
+        "typedef",
+        "typeid",
+        "typename",
+        "union",
+        "unsigned",
+        "using",
+        "virtual",
+        "void",
+        "volatile",
+        "wchar_t",
+        "while",
+        "xor",
+        "xor_eq",
+    ]
+)
+
+
+def identifier(name: str, what: str) -> str:
+    if not re.fullmatch(r"[a-z][a-z0-9_]*", name) or keyword.iskeyword(name) or keyword.issoftkeyword(name):
+        sys.exit(f"error: {what} {name!r} must be a lowercase Python identifier (not a Python keyword)")
+    if name in CPP_KEYWORDS:
+        sys.exit(f"error: {what} {name!r} is a C++ keyword; the generated C++ code could not use it")
+    return name
+
+
+def bound_names(library: str) -> set[str]:
+    """The names an op may not take: what the package, its ``ops`` module or the library's
+    exports already bind (``lib``, ``ops``, ``build_info``, an export such as ``scale_new``...).
+    The op would be hidden behind them, or clash with them in the library."""
+    package = ROOT / "python" / library
+    names = {p.stem for p in package.glob("*.py")}
+    for module in (package / "__init__.py", package / "ops.py"):
+        for node in ast.parse(module.read_text()).body:
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                names.add(node.name)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+            elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                names |= {t.id for t in targets if isinstance(t, ast.Name)}
+    for binding in (ROOT / "bindings").glob("*.cc"):
+        names |= set(re.findall(r"^[A-Z_]+_EXPORT\((\w+),", binding.read_text(), re.MULTILINE))
+    return names
+
+
+# C's standard headers (C23). kernels/ is an include directory of the build (-I, searched before
+# the system's), so an op's kernels/<op>.h would stand in for <op.h> wherever a source or the
+# compiler's own headers include it: kernels/errno.h for the <errno.h> that <cerrno> includes.
+C_HEADERS = frozenset(
+    """
+    assert complex ctype errno fenv float inttypes iso646 limits locale math setjmp signal
+    stdalign stdarg stdatomic stdbit stdbool stdckdint stddef stdint stdio stdlib stdnoreturn
+    string tgmath threads time uchar wchar wctype
+    """.split()  # noqa: SIM905 (a list of words)
+)
+
+
+def _include_dirs() -> list[Path]:
+    """The system include directories of this machine's C++ compiler and of CUDA, where found."""
+    dirs = []
+    compiler = shutil.which(os.environ.get("CXX", "c++"))
+    if compiler:
+        probe = subprocess.run(
+            [compiler, "-xc++", "-E", "-v", os.devnull], capture_output=True, text=True, check=False
+        )
+        listed = re.search(r"#include <\.\.\.> search starts here:\n(.*?)\nEnd of search", probe.stderr, re.S)
+        dirs += [Path(d.strip()) for d in listed.group(1).splitlines()] if listed else []
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        dirs.append(Path(nvcc).resolve().parent.parent / "include")
+    return [d for d in dirs if d.is_dir()]
+
+
+def shadowed_headers() -> set[str]:
+    """The names X for which kernels/X.h would shadow another header: C's standard headers, the
+    project's own (include/), every <X.h> its sources include, and the headers at the top of the
+    compiler's and CUDA's include directories."""
+    names = set(C_HEADERS) | {p.stem for p in (ROOT / "include").glob("*.h")}
+    for folder in ("kernels", "bindings", "include"):
+        for source in (ROOT / folder).rglob("*"):
+            if source.suffix in {".h", ".cuh", ".cu", ".cc"}:
+                names |= set(re.findall(r"#\s*include\s*[<\"](\w+)\.h[>\"]", source.read_text()))
+    for folder in _include_dirs():
+        names |= {p.stem for p in folder.glob("*.h")}
+    return names - existing_ops(library_name())
+
+
+def python_names_used(library: str) -> set[str]:
+    """Builtins (len, max, ...) and the standard library modules the package uses: an op's
+    function in ops.py and the package namespace would hide them."""
+    used = set(dir(builtins))
+    for module in (ROOT / "python" / library).glob("*.py"):
+        for node in ast.walk(ast.parse(module.read_text())):
+            if isinstance(node, ast.Import):
+                used |= {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                used.add(node.module.split(".")[0])
+    return {n for n in used if n in sys.stdlib_module_names or n in dir(builtins)}
+
+
+def op_name(name: str, library: str) -> str:
+    identifier(name, "op name")
+    if name in python_names_used(library):
+        sys.exit(
+            f"error: op name {name!r} would shadow the Python builtin or standard module {library} uses; "
+            "choose another name"
+        )
+    if name in shadowed_headers():
+        sys.exit(
+            f"error: op name {name!r} would make kernels/{name}.h shadow the header <{name}.h> "
+            "(kernels/ is an include directory); choose another name"
+        )
+    if name in bound_names(library) - existing_ops(library):
+        sys.exit(
+            f"error: op name {name!r} is already bound by {library} (its package, ops.py or its "
+            "exported functions); the op would be hidden behind it. Choose another name"
+        )
+    return name
+
+
+def existing_ops(library: str) -> set[str]:
+    ops = (ROOT / "python" / library / "ops.py").read_text()
+    return set(re.findall(r"^# ===== op: (\w+) =====", ops, re.MULTILINE))
