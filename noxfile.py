@@ -209,13 +209,19 @@ def tests_gpu(session: nox.Session) -> None:
 # [tests_gpu.end]
 
 
+def _build_dir(session: nox.Session) -> list[str]:
+    """pip's option for a build folder the session keeps (build/nox-<session>): installing the
+    project again compiles only what changed since (a new op), not every kernel."""
+    return [f"-Cbuild-dir=build/nox-{session.name}"]
+
+
 def _framework_session(framework: str) -> None:
     @nox.session(python=PYTHON, name=f"tests_{framework}")
     def tests_one_framework(session: nox.Session) -> None:
         """The suite with one framework installed: the others' tests skip, and nothing may
         depend on a framework that is absent."""
         for requirement in FRAMEWORKS[framework]:
-            session.install(requirement)
+            session.install(requirement, *(_build_dir(session) if requirement.startswith(".") else []))
         session.run("pytest", *session.posargs)
 
 
@@ -333,7 +339,7 @@ def _worktree_tree(session: nox.Session) -> str:
 @nox.session(python=PYTHON)
 def docs(session: nox.Session) -> None:
     """Build the Sphinx site with warnings as errors (the API reference imports scale_lib)."""
-    session.install(".[docs]", env=CPU_ONLY)
+    session.install(".[docs]", *_build_dir(session), env=CPU_ONLY)
     session.run("python", "tools/render_docs.py", "--check")  # every rendered number is current
     shutil.rmtree(ROOT / "docs" / "_build", ignore_errors=True)
     session.run(

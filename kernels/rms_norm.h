@@ -2,7 +2,7 @@
 // rms_norm: out = x * rsqrt(mean(x^2 over the last dimension) + eps) * weight, for every row of
 // an N-d x (the leading dimensions are rows). Accumulation is in float32 (float64 for float64).
 //
-// Backward, as three ops the vjp composes (see python/scale_lib/ops.py):
+// Backward, as three ops the vjp composes (see python/scale_lib/ops/rms_norm.py):
 //   rstd                 = rms_norm_rstd(x, eps)                  float64, shape x.shape[:-1]
 //   grad_x               = rms_norm_backward(grad, x, weight, rstd)
 //   grad_weight          = rms_norm_weight_grad(grad, x, rstd)    sum over rows (per batch

@@ -33,7 +33,7 @@
 // and `operator()(before, after)`, the combination of what comes before with what comes after
 // (the CUDA launcher's tile totals combine a tile's elements in another order than the row's).
 // `reverse` runs the scan from the end of each row: the gradient of a sum scan is the sum scan
-// of the incoming gradient the other way (python/scale_lib/ops.py has the others'), so an op
+// of the incoming gradient the other way (python/scale_lib/ops/ has the others'), so an op
 // that has one has its vjp. Every element is read before it is written, by the block that writes
 // it, so the output may be one of the inputs.
 #ifndef SCALE_LIB_KERNELS_SCAN_H_

@@ -353,7 +353,7 @@ def test_op_blocks_are_closed_and_name_declared_ops() -> None:
         open_blocks: list[str] = []
         for closing, ops in marks:
             problems += [
-                f"{where}: op block of {n}, which ops.py does not declare"
+                f"{where}: op block of {n}, which the library does not declare"
                 for n in ops.split(", ")
                 if n not in declared
             ]
@@ -362,7 +362,7 @@ def test_op_blocks_are_closed_and_name_declared_ops() -> None:
             elif not open_blocks or open_blocks.pop() != ops:
                 problems.append(f"{where}: /op: {ops} closes no op: {ops} block")
         problems += [f"{where}: op block of {n} is not closed" for n in open_blocks]
-        problems += [f"{where}: op-file of {n}, which ops.py does not declare" for n in owners - declared]
+        problems += [f"{where}: op-file of {n}, which the library lacks" for n in owners - declared]
     assert not problems, "\n".join(problems)
 
 

@@ -1,6 +1,7 @@
 """tools/new_op.py's edits of the package's import statements hold whatever shape the formatter
 left them in: one line, or wrapped in parentheses over several once the list of ops outgrew the
-line (a library with many ops, or a long name, gets there after a few ``new_op.py`` calls)."""
+line (a library with many ops, or a long name, gets there after a few ``new_op.py`` calls); the
+registration lines of ops/__init__.py stay sorted, and remove_op.py finds each."""
 
 from __future__ import annotations
 
@@ -64,15 +65,27 @@ def test_add_to_init_keeps_every_op(tmp_path: Path, imports: str) -> None:
     assert listed == ["alpha", "beta", "delta", "gamma"]
 
 
-@pytest.mark.parametrize(
-    "imports",
-    ["from ._spec import Input, OpSpec", "from ._spec import (\n    Input,\n    OpSpec,\n)"],
-    ids=["one_line", "wrapped"],
-)
-def test_ops_module_import_keeps_every_name(imports: str) -> None:
-    text = f"from __future__ import annotations\n\n{imports}\n\nx = 1\n"
-    added = _new_op()._import(text, "._spec", "Attr")
-    assert _imported(added, "_spec") == ["Attr", "Input", "OpSpec"]
+REGISTRY = """from scale_lib._dispatch import registered_specs
+
+from .beta import beta as beta
+from .delta import delta as delta
+
+OPS = registered_specs()
+"""
+
+
+def test_registration_lines_stay_sorted_and_removable(tmp_path: Path) -> None:
+    registry = tmp_path / "__init__.py"
+    registry.write_text(REGISTRY)
+    for op in ("gamma", "alpha", "epsilon"):  # before, between and after the others
+        _new_op().register_op(registry, op)
+    text = registry.read_text()
+    names = [node.module for node in ast.parse(text).body if isinstance(node, ast.ImportFrom) and node.level]
+    assert names == ["alpha", "beta", "delta", "epsilon", "gamma"]
+    assert text.endswith("\nOPS = registered_specs()\n")
+    remove = _tool("remove_op")
+    kept = remove["REGISTRATION"].sub(lambda m: "" if m.group(1) == "delta" else m.group(0), text)
+    assert remove["REGISTRATION"].findall(kept) == ["alpha", "beta", "epsilon", "gamma"]
 
 
 def _tool(name: str) -> dict:

@@ -36,7 +36,7 @@ def _status() -> str:
         ("errno", "shadow the header <errno.h>"),  # C's standard headers
         ("stdint", "shadow the header <stdint.h>"),
         ("tvm_ffi_utils", "shadow the header"),  # the project's own include/
-        ("len", "builtin"),  # ops.py would call the op for len()
+        ("len", "builtin"),  # the op's module would call the op for len()
         ("ctypes", "standard module"),  # a module the package imports
     ],
 )

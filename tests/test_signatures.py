@@ -99,7 +99,7 @@ def mismatches(spec: OpSpec) -> list[str]:
 @pytest.mark.parametrize("spec", [pytest.param(s, id=s.name) for s in OPS])
 def test_declaration_matches_export(spec: OpSpec) -> None:
     problems = mismatches(spec)
-    assert not problems, f"{spec.name}: the OpSpec in ops.py and the C++ export disagree:\n" + "\n".join(
+    assert not problems, f"{spec.name}: the OpSpec in its module and the C++ export disagree:\n" + "\n".join(
         problems
     )
 

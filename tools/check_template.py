@@ -17,9 +17,11 @@
      library has softmax a copy of it (new_op.py fast_softmax --like softmax), remove one op
      (tools/remove_op.py), commit; then the same checks and its docs (the removed op dropped
      too). Every kind of scaffold meets every framework in step 4, once;
-  3. generate a library at an older template commit, edit a kernel and a shared file in it,
-     update it to a newer template commit (tools/update_from_template.py): both the template's
-     change and the library's own edits must be there, with no conflict, and its tests pass;
+  3. generate a library at the last template commit with one ops.py (a section per op), edit a
+     kernel, a shared file and scale's section in it and add an op of its own, then update it to
+     the newest template commit (tools/update_from_template.py): both the template's changes
+     (ops/, one module per op) and the library's own edits and op must be there, with no
+     conflict, and its tests pass;
   4. scaffold, in a clean clone of a generated library (tools/new_op.py), a two-input elementwise
      op with an attribute, a row-wise op, a CUDA-only op, an op of its own kernels (--kind custom),
      a scan with attributes, a running product
@@ -119,9 +121,9 @@ def check(name: str, dest: Path, *, docs: bool = True) -> None:
 
 
 def template_ops() -> list[str]:
-    """The example ops of this template, as ops.py declares them."""
-    text = (ROOT / "python" / "scale_lib" / "ops.py").read_text()
-    return re.findall(r"^# ===== op: (\w+) =====$", text, re.MULTILINE)
+    """The example ops of this template, as its ops/__init__.py registers them."""
+    text = (ROOT / "python" / "scale_lib" / "ops" / "__init__.py").read_text()
+    return re.findall(r"^from \.(\w+) import \1 as \1$", text, re.MULTILINE)
 
 
 # The generated libraries: (name, example ops kept, the op each removes after adding its own).
@@ -282,7 +284,7 @@ def check_scan_page(dest: Path, name: str) -> None:
     written by new_op.py is in the scaffolded files as it is on the page."""
     page = (dest / "docs" / "scan.md").read_text()
     written = "\n".join(
-        (dest / path).read_text() for path in (f"python/{name}/ops.py", "tests/test_prefix_sum.py")
+        (dest / path).read_text() for path in (f"python/{name}/ops/prefix_sum.py", "tests/test_prefix_sum.py")
     )
     blocks = re.findall(
         r"<!-- doc-test: skip: [^>]*new_op\.py writes[^>]*-->\n```python\n(.*?)```", page, re.DOTALL
@@ -295,15 +297,16 @@ def check_scan_page(dest: Path, name: str) -> None:
 def flow_update(work: Path) -> None:
     template = work / "template"
     dest = work / "updated"
-    with step("a template clone; a library generated from its commit"):
+    with step("a template clone; a library generated from its last commit with ops.py (one file of ops)"):
         shutil.rmtree(template, ignore_errors=True)
         run("git", "clone", "-q", ROOT, template)
         if run("git", "status", "--porcelain", cwd=ROOT).strip():
             # Uncommitted template changes belong to the version under test: commit them there.
             run("bash", "-c", f"git -C {ROOT} diff HEAD --binary | git apply --index", cwd=template)
             _commit(template, "uncommitted changes of the checkout under test")
-        old = run("git", "rev-parse", "HEAD", cwd=template).strip()
-        generate("my_kernels", dest, "--vcs-ref", old, template=template)
+        # The commit that made each op a module of ops/ (the last to touch ops.py), and before it.
+        moved = run("git", "rev-list", "-1", "HEAD", "--", "python/scale_lib/ops.py", cwd=template).strip()
+        generate("my_kernels", dest, "--vcs-ref", f"{moved}^", template=template)
     with step("the template moves on: a kernel and a shared header change upstream"):
         _edit(template / "kernels" / "scale_cpu.cc", 0, "// CPU twin of kernels/scale.cu (upstream change).")
         _edit(
@@ -312,8 +315,13 @@ def flow_update(work: Path) -> None:
             "// kernel author works against lives here (upstream change).",
         )
         _commit(template, "upstream change")
-    with step("the library edits a kernel and the shared header, and commits"):
+    with step("the library edits a kernel, the shared header and scale's declaration, adds an op, commits"):
         _append(dest / "kernels" / "scale.cu", "// library edit: a kernel of our own")
+        ops_py = dest / "python" / "my_kernels" / "ops.py"
+        ops_py.write_text(
+            ops_py.read_text().replace("``out = x * factor``.", "``out = x * factor`` (ours).", 1)
+        )
+        run(PY, "tools/new_op.py", "own_op", "--attrs", "alpha:float", cwd=dest)
         _edit(
             dest / "include" / "tvm_ffi_utils.h",
             0,
@@ -329,6 +337,11 @@ def flow_update(work: Path) -> None:
         assert "(upstream change)" in header, header[:600]
         assert "(upstream change)" in (dest / "kernels" / "scale_cpu.cc").read_text()
         assert "library edit: a kernel of our own" in (dest / "kernels" / "scale.cu").read_text()
+        ops = dest / "python" / "my_kernels" / "ops"
+        assert not ops_py.exists(), "ops.py left beside ops/"
+        assert "``out = x * factor`` (ours)." in (ops / "scale.py").read_text(), "the edit of scale lost"
+        assert "def own_op(" in (ops / "own_op.py").read_text(), "the library's own op lost"
+        assert "from .own_op import own_op as own_op" in (ops / "__init__.py").read_text()
         grep = subprocess.run(
             ["git", "grep", "-l", "-e", "^<<<<<<< "], cwd=dest, capture_output=True, text=True
         )
@@ -337,6 +350,7 @@ def flow_update(work: Path) -> None:
         assert not conflicts, f"update left conflicts in {conflicts}"
         _commit(dest, "update from the template")
     with step("  the updated library's lint and tests"):
+        finish_scaffolds(dest)
         check("my_kernels", dest, docs=False)
 
 
@@ -345,15 +359,15 @@ SILU_MUL_EDITS = [
     ("kernels/silu_mul.h", "return (x + y);", "return x / (C(1) + std::exp(-x)) * y;"),
     ("tests/test_silu_mul.py", "return x + y\n", "return x / (1 + np.exp(-x)) * y\n"),
     (
-        "python/{lib}/ops.py",
+        "python/{lib}/ops/silu_mul.py",
         "    # out = (x + y): the same gradient for every input.\n    g = grad\n    return (g, g)\n",
         "    xp = array_namespace(x)\n    s = 1 / (1 + xp.exp(-x))\n"
         "    return grad * y * s * (1 + x * (1 - s)), grad * x * s\n",
     ),
     (
-        "python/{lib}/ops.py",
-        "from ._spec import",
-        "from ._namespace import array_namespace\nfrom ._spec import",
+        "python/{lib}/ops/silu_mul.py",
+        "from {lib}._spec import",
+        "from {lib}._namespace import array_namespace\nfrom {lib}._spec import",
     ),
 ]
 GELU_TANH_EDITS = [
@@ -363,12 +377,17 @@ GELU_TANH_EDITS = [
         "return C(0.5) * x * (C(1) + std::tanh(C(0.7978845608028654) * (x + C(0.044715) * x * x * x)));",
     ),
     (
-        "python/{lib}/ops.py",
+        "python/{lib}/ops/gelu_tanh.py",
         "    # out = x: the same gradient for every input.\n    g = grad\n    return (g,)\n",
         "    xp = array_namespace(x)\n"
         "    t = xp.tanh(0.7978845608028654 * (x + 0.044715 * x**3))\n"
         "    dt = (1 - t * t) * 0.7978845608028654 * (1 + 3 * 0.044715 * x * x)\n"
         "    return (grad * (0.5 * (1 + t) + 0.5 * x * dt),)\n",
+    ),
+    (
+        "python/{lib}/ops/gelu_tanh.py",
+        "from {lib}._spec import",
+        "from {lib}._namespace import array_namespace\nfrom {lib}._spec import",
     ),
     (
         "tests/test_gelu_tanh.py",
@@ -412,9 +431,8 @@ def test_jax_grad_matches_jax_numpy() -> None:
 def _apply(repo: Path, lib: str, edits: list[tuple[str, str, str]]) -> set[str]:
     for path, old, new in edits:
         file = repo / path.format(lib=lib)
+        old, new = old.replace("{lib}", lib), new.replace("{lib}", lib)
         text = file.read_text()
-        if new in text:  # already there (an import another op's section needed too)
-            continue
         assert old in text, f"{path}: scaffolded text {old!r} not found"
         file.write_text(text.replace(old, new, 1))
     return {path.format(lib=lib) for path, _, _ in edits}

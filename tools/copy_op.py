@@ -3,7 +3,7 @@
 The library's example ops are tested kernels of their kinds, and some are the only starting
 point for a pattern the scaffold does not write (a kernel compiled at run time by NVRTC,
 docs/nvrtc.md; a kernel of several phases). ``--like`` copies OP's own files (tools/remove_op.py's
-rule: the files named for it, its NVRTC source) and its section of ops.py, renaming the op in
+rule: the files named for it, its module in ops/, its NVRTC source), renaming the op in
 names and text (``op``, ``Op``, ``OP``), and adds the copy's export and README row (tools/new_op.py). The copy
 builds and passes its tests as copied; then change its math, reference and docs page.
 
@@ -91,28 +91,6 @@ def keep_imported_names(original: str, renamed: str, copied_modules: set[str]) -
     return "".join(lines)
 
 
-def top_level_names(code: str) -> set[str]:
-    """The names a module's top level defines (functions, classes, assigned names)."""
-    names = set()
-    for node in ast.parse(code).body:
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            names.add(node.name)
-        elif isinstance(node, ast.Assign | ast.AnnAssign):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            names |= {t.id for t in targets if isinstance(t, ast.Name)}
-    return names
-
-
-def own_helpers(section: str, rest: str, new: str) -> str:
-    """The copied ops.py ``section`` with the helpers it shares a name with in the ``rest`` of
-    ops.py (``_last_dim``, ``_WEIGHT``) renamed for the new op: the module must not define a
-    name twice."""
-    for name in sorted(top_level_names(section) & top_level_names(rest)):
-        prefix = f"_{new.upper()}" if name.isupper() else f"_{new}"
-        section = re.sub(rf"(?<![\w.]){re.escape(name)}\b", prefix + name, section)
-    return section
-
-
 def example_files(old: str, library: str) -> list[Path]:
     """``old``'s own files to copy: those named for it (tools/remove_op.py's ``own_files``),
     without measured results and without files it shares with other ops or suites."""
@@ -127,16 +105,13 @@ def example_files(old: str, library: str) -> list[Path]:
     return files
 
 
-def copy_example(old: str, new: str, library: str) -> tuple[list[str], list[str]]:
-    """Copy op ``old``'s files and ops.py section as ``new``; returns the files created and
-    the files edited."""
+def copy_example(old: str, new: str, library: str) -> list[str]:
+    """Copy op ``old``'s files as ``new``'s; returns the files created."""
     remove = runpy.run_path(str(ROOT / "tools" / "remove_op.py"))
-    ops_py = ROOT / "python" / library / "ops.py"
-    text = ops_py.read_text()
-    sections = remove["sections"](text)
-    if old not in sections:
+    declared = remove["declared_ops"]()
+    if old not in declared:
         raise SystemExit(
-            f"error: --like {old}: ops.py declares no op {old} (examples here: {', '.join(sections)})"
+            f"error: --like {old}: the library has no op {old} (examples here: {', '.join(declared)})"
         )
     if old in remove["KEEP"]:  # its tests and docs lean on shared files (tests/reference.py)
         raise SystemExit(f"error: --like {old}: write an elementwise op with new_op.py {new} instead")
@@ -155,17 +130,9 @@ def copy_example(old: str, new: str, library: str) -> tuple[list[str], list[str]
         if path.suffix == ".py":
             target = next(t for t in copies if Path(t).name == rename(path.name))
             copies[target] = keep_imported_names(path.read_text(), copies[target], copied_modules)
-    if f"# ===== op: {new} =====" in text:
-        raise SystemExit(f"error: {new} exists already (ops.py)")
-    start, end = sections[old]
-    end_mark = "# ===== end of ops ====="
-    section = own_helpers(rename(text[start:end]), text, new)
-    text = text.replace(end_mark, section + end_mark, 1)
-    ops_py.write_text(text)
     for target, body in copies.items():
         (ROOT / target).write_text(body)
-    edited = [f"python/{library}/ops.py", f"python/{library}/__init__.py"]
-    return list(copies), edited
+    return list(copies)
 
 
 def readme_row(old: str, new: str, library: str, readme: Path) -> str | None:

@@ -88,7 +88,7 @@ def parse_ops(text: str) -> list[str]:
 def prune_ops(keep: set[str]) -> None:
     """Remove every example op not in ``keep``, as tools/remove_op.py does."""
     remove = runpy.run_path(str(ROOT / "tools" / "remove_op.py"))
-    declared = list(remove["sections"]((ROOT / "python" / OLD / "ops.py").read_text()))
+    declared = remove["declared_ops"]()
     unknown = sorted(keep - set(declared))
     if unknown:
         sys.exit(f"error: no example op {', '.join(unknown)}; the template's ops: {', '.join(declared)}")
@@ -228,15 +228,114 @@ def initial_commit(name: str) -> None:
     )
 
 
-def apply(name: str, ops: list[str], commit: bool) -> int:
+# -- an update from before the ops/ package: the library's ops.py, one section per op ----------
+LEGACY_SECTION = re.compile(r"^# ===== (?:op: (\w+)|end of ops) =====\n", re.MULTILINE)
+
+
+def legacy_sections(text: str) -> tuple[str, dict[str, str]]:
+    """ops.py's header (its imports) and each op's section."""
+    parts = LEGACY_SECTION.split(text)
+    return parts[0], {
+        parts[i]: parts[i + 1].strip("\n") + "\n" for i in range(1, len(parts) - 1, 2) if parts[i]
+    }
+
+
+def template_file(src: str, commit: str, path: str, name: str) -> str | None:
+    """``path`` of the template at ``commit``, renamed for the library (None if not found)."""
+    shown = subprocess.run(["git", "-C", src, "show", f"{commit}:{path}"], capture_output=True, text=True)
+    return renamer(name)(shown.stdout) if shown.returncode == 0 else None
+
+
+def module_head(text: str) -> str:
+    """A module's text up to the end of its imports and the blank lines after them."""
+    lines, end, wrapped = text.splitlines(keepends=True), 0, False
+    for i, line in enumerate(lines):
+        if wrapped or line.startswith(("from ", "import ")):
+            wrapped = line.rstrip().endswith("(") or (wrapped and not line.startswith(")"))
+            end = i + 1
+    while end < len(lines) and not lines[end].strip():
+        end += 1
+    return "".join(lines[:end])
+
+
+def migrate_ops_py(name: str, template_src: str | None) -> None:
+    """A library made before ops were modules keeps its ops: each section of its
+    python/<name>/ops.py becomes python/<name>/ops/<op>.py. The library's own ops move as they
+    are (registered in ops/__init__.py); a template op's module is merged three ways (the
+    library's section, the section of the template version it came from, the new module), so
+    the library's edits stay and a clash is left inline, as copier leaves one."""
+    legacy, package = ROOT / "python" / name / "ops.py", ROOT / "python" / name / "ops"
+    if not (legacy.is_file() and LEGACY_SECTION.search(legacy.read_text())):
+        return
+    answers = subprocess.run(
+        ["git", "show", f"HEAD:{ANSWERS}"], cwd=ROOT, capture_output=True, text=True
+    ).stdout
+    commit = re.search(r"^_commit: (\S+)", answers, re.MULTILINE)
+    old = (
+        template_file(template_src, commit.group(1), f"python/{OLD}/ops.py", name)
+        if template_src and commit
+        else None
+    )
+    header, ours = legacy_sections(legacy.read_text())
+    base = legacy_sections(old)[1] if old else {}
+    absolute = re.compile(r"^(\s*)from \.(_\w+) import", re.MULTILINE)
+    imports = [absolute.sub(rf"\1from {name}.\2 import", line) for line in header.splitlines()]
+    imports = [line for line in imports if re.match(r"(from|import) ", line) and "__future__" not in line]
+    created = []
+    for op, section in ours.items():
+        section = absolute.sub(rf"\1from {name}.\2 import", section)
+        module = package / f"{op}.py"
+        if not module.is_file():  # the library's own op
+            head = "# SPDX-License-Identifier: Apache-2.0\n"
+            head += f'"""{op}: its declaration, registered once, and its typed public function."""\n\n'
+            head += "from __future__ import annotations\n\n" + "\n".join(imports)
+            module.write_text(f"{head}\nfrom {name}._spec import ArrayT\n\n\n{section}")
+            registry = package / "__init__.py"
+            text = registry.read_text()
+            first = re.search(r"^from \.\w+ import", text, re.MULTILINE)
+            registry.write_text(
+                text[: first.start()] + f"from .{op} import {op} as {op}\n" + text[first.start() :]
+            )
+            created.append(module)
+            continue
+        head = module_head(module.read_text())
+        if op not in base:
+            print(f"note: {op}: no template ops.py at {commit} to merge with; the new module kept")
+            continue
+        if section == absolute.sub(rf"\1from {name}.\2 import", base[op]):
+            continue  # no edit of the library's own
+        files = {}
+        for label, body in (
+            ("ours", head + section),
+            ("base", head + absolute.sub(rf"\1from {name}.\2 import", base[op])),
+        ):
+            files[label] = package / f".{op}.{label}"
+            files[label].write_text(body)
+        merge = ["git", "merge-file", "-L", "before updating", "-L", "last update", "-L", "after updating"]
+        subprocess.run([*merge, files["ours"], files["base"], module], cwd=ROOT, check=False)
+        module.write_text(files["ours"].read_text())
+        for path in files.values():
+            path.unlink()
+    legacy.unlink()
+    if created:  # the moved header's imports that an op does not use go
+        ruff = Path(sys.executable).with_name("ruff")
+        ruff = str(ruff) if ruff.exists() else "ruff"
+        subprocess.run(
+            [ruff, "check", "-q", "--fix", "--select", "F401,I001", *map(str, created)], check=False
+        )
+        subprocess.run([ruff, "format", "-q", *map(str, created), str(package / "__init__.py")], check=False)
+
+
+def apply(name: str, ops: list[str], commit: bool, template_src: str | None = None) -> int:
     check_name(name)
-    if not (ROOT / "python" / OLD / "ops.py").is_file():
-        sys.exit(f"error: --apply runs inside a copy of the template (no python/{OLD}/ops.py here)")
+    if not (ROOT / "python" / OLD / "ops" / "__init__.py").is_file():
+        sys.exit(f"error: --apply runs inside a copy of the template (no python/{OLD}/ops/ here)")
     prune_ops({ALWAYS, *ops})
     own_project(name)
     for machinery in ("tools/check_template.py", "tools/new_library.py"):
         (ROOT / machinery).unlink()  # the template's own: the new project has no use for them
     format_files(rename_tree(name))
+    migrate_ops_py(name, template_src)
     if commit:
         initial_commit(name)
     return 0
@@ -299,11 +398,14 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--apply", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--initial-commit", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--no-commit", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--template-src", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if not args.name:
         parser.error("the new library's name is required")
     if args.apply:
-        return apply(args.name, parse_ops(args.ops), commit=args.initial_commit)
+        return apply(
+            args.name, parse_ops(args.ops), commit=args.initial_commit, template_src=args.template_src
+        )
     if args.dest is None:
         parser.error("--dest is required")
     return generate(args.name, args.dest.resolve(), parse_ops(args.ops), args.force, args.vcs_ref)

@@ -6,10 +6,11 @@
                             [--lang cuda|triton] [--scan-op sum|prod|logaddexp]
 
 writes kernels/NAME.h (the math, the argument checks), kernels/NAME.cu, kernels/NAME_cpu.cc (none
-with --cuda-only), bindings/NAME_binding.cc, tests/test_NAME.py and docs/kernels/NAME.md, each
-rendered from its Jinja template in tools/scaffolds/ (docs/adding_an_op.md), and adds NAME's
-section to ops.py (ops_section.py.j2), its export to __init__.py and its README row. The
-generated op builds, passes lint and passes its tests as generated. Its math until you change it:
+with --cuda-only), bindings/NAME_binding.cc, python/<lib>/ops/NAME.py (the declaration and the
+typed function), tests/test_NAME.py and docs/kernels/NAME.md, each rendered from its Jinja
+template in tools/scaffolds/ (docs/adding_an_op.md), and adds NAME's registration line to
+python/<lib>/ops/__init__.py, its export to __init__.py and its README row. The generated op
+builds, passes lint and passes its tests as generated. Its math until you change it:
 
     elementwise  out = (x + y + ...) * alpha * ...   (the shared elementwise launchers)
     rows         v = x + y + ...; out = v * alpha / sqrt(mean(v**2, last axis) + 1)
@@ -218,45 +219,22 @@ def created_files(s: Spec) -> dict[str, str]:
     templates[f"bindings/{s.op}_binding.cc"] = "binding.cc.j2"
     templates[f"tests/test_{s.op}.py"] = "test_op.py.j2"
     templates[f"docs/kernels/{s.op}.md"] = "op.md.j2"
+    templates[f"python/{s.lib}/ops/{s.op}.py"] = "op.py.j2"
     if not s.cuda_only:
         templates[f"kernels/{s.op}_cpu.cc"] = "op_cpu.cc.j2"
     return {path: render(template, s) for path, template in templates.items()}
 
 
-def ops_section(s: Spec) -> str:
-    """The op's section of ops.py: its vjp, declaration and public function, and the two blank
-    lines before the next (a file ends in one newline)."""
-    return render("ops_section.py.j2", s) + "\n\n"
-
-
-def add_to_ops(path: Path, s: Spec) -> None:
-    text = path.read_text()
-    end = "# ===== end of ops ====="
-    if end not in text:
-        sys.exit(f"error: {path} has no '{end}' line")
-    section = ops_section(s)
-    text = text.replace(end, section + end, 1)
-    text = _import(text, "typing", "Any")
-    for name in (
-        "OpSpec",
-        "Input",
-        *(["Attr"] if s.attrs else []),
-        *(["Output"] if s.inputs[0] != "x" else []),
-    ):
-        text = _import(text, "._spec", name)
-    if s.kind == "rows" or (s.kind == "scan" and len(s.inputs) > 1):
-        text = _import(text, "._namespace", "array_namespace")
-    path.write_text(text)
-
-
-def _import(text: str, module: str, name: str) -> str:
-    """``text`` (ops.py) importing ``name`` from ``module``: added to its import line, or a new
-    line before ``from ._spec import``."""
-    m = _import_statement(text, module)
-    if m is None:
-        return text.replace("from ._spec import", f"from {module} import {name}\nfrom ._spec import", 1)
-    names = sorted({*_imported_names(m), name})
-    return text.replace(m.group(0), f"from {module} import {', '.join(names)}", 1)
+def register_op(ops_init: Path, op: str) -> None:
+    """The op's registration line in python/<lib>/ops/__init__.py, among the others by name."""
+    text = ops_init.read_text()
+    line = f"from .{op} import {op} as {op}\n"
+    lines = list(re.finditer(r"^from \.(\w+) import .*\n", text, re.MULTILINE))
+    if not lines:
+        sys.exit(f"error: {ops_init} registers no op (no 'from .<op> import <op> as <op>' line)")
+    after = [m for m in lines if m.group(1) < op]
+    at = after[-1].end() if after else lines[0].start()
+    ops_init.write_text(text[:at] + line + text[at:])
 
 
 def _import_statement(text: str, module: str) -> re.Match[str] | None:
@@ -289,7 +267,7 @@ def add_to_init(init: Path, op: str) -> None:
 
 
 def add_readme_row(readme: Path, s: Spec) -> None:
-    attrs = [a.name if a in s.math_attrs else f"{a.name}=False" for a in s.attrs]  # as ops.py declares them
+    attrs = [a.name if a in s.math_attrs else f"{a.name}=False" for a in s.attrs]  # as declared
     signature = ", ".join([*s.inputs, *attrs, "*", "out=None"])
     pattern = {
         "elementwise": "an elementwise op",
@@ -305,7 +283,7 @@ def add_readme_row(readme: Path, s: Spec) -> None:
 
 
 def append_readme_row(readme: Path, row: str) -> bool:
-    """``row`` at the end of the README's op table (the ops' order in ops.py); False if none."""
+    """``row`` at the end of the README's op table (the order of the ops' registration); False if none."""
     text = readme.read_text()
     head, sep, rest = text.partition("## The ops")
     table_rows = list(re.finditer(r"^\| `\w+\(.*\n", rest, re.MULTILINE))
@@ -440,12 +418,14 @@ def copy_like(s: Spec, run_formatters: bool) -> int:
     sys.path.insert(0, str(ROOT / "tools"))
     from copy_op import copy_example, readme_row
 
-    created, edited = copy_example(s.like, s.op, s.lib)
+    created, edited = copy_example(s.like, s.op, s.lib), []
     row = readme_row(s.like, s.op, s.lib, ROOT / "README.md")
     if row is not None and append_readme_row(ROOT / "README.md", row):
         edited.append("README.md")
     package = ROOT / "python" / s.lib
+    register_op(package / "ops" / "__init__.py", s.op)
     add_to_init(package / "__init__.py", s.op)
+    edited += [f"python/{s.lib}/ops/__init__.py", f"python/{s.lib}/__init__.py"]
     if any(p.startswith("kernels/triton/") for p in created) and require_triton_to_build(
         ROOT / "pyproject.toml"
     ):
@@ -460,7 +440,7 @@ def copy_like(s: Spec, run_formatters: bool) -> int:
 def finish(created: list[str], edited: list[str], package: Path, run_formatters: bool, hint: str) -> int:
     """Format and track the new files, and say what was written and what to do next."""
     if run_formatters:
-        format_files([ROOT / p for p in created] + [package / "ops.py", package / "__init__.py"])
+        format_files([ROOT / p for p in created] + [package / "ops" / "__init__.py", package / "__init__.py"])
     track([ROOT / p for p in created])
     print(f"created {', '.join(created)}")
     print(f"edited  {', '.join(edited)}")
@@ -477,17 +457,16 @@ def main(argv: list[str]) -> int:
         os.execv(python, [str(python), __file__, *argv])
     created = created_files(s)
     package = ROOT / "python" / s.lib
-    ops_py = package / "ops.py"
     existing = [p for p in created if (ROOT / p).exists()]
-    if existing or f"# ===== op: {s.op} =====" in ops_py.read_text():
-        sys.exit(f"error: {s.op} exists already ({', '.join(existing) or 'ops.py'})")
+    if existing:
+        sys.exit(f"error: {s.op} exists already ({', '.join(existing)})")
     for path, text in created.items():
         (ROOT / path).parent.mkdir(parents=True, exist_ok=True)
         (ROOT / path).write_text(text)
-    add_to_ops(ops_py, s)
+    register_op(package / "ops" / "__init__.py", s.op)
     add_to_init(package / "__init__.py", s.op)
     add_readme_row(ROOT / "README.md", s)
-    edited = [f"python/{s.lib}/ops.py", f"python/{s.lib}/__init__.py", "README.md"]
+    edited = [f"python/{s.lib}/ops/__init__.py", f"python/{s.lib}/__init__.py", "README.md"]
     if s.lang == "triton" and require_triton_to_build(ROOT / "pyproject.toml"):
         edited.append("pyproject.toml")
     math = f"kernels/{s.op}.h"

@@ -134,12 +134,13 @@ def identifier(name: str, what: str) -> str:
 
 
 def bound_names(library: str) -> set[str]:
-    """The names an op may not take: what the package, its ``ops`` module or the library's
-    exports already bind (``lib``, ``ops``, ``build_info``, an export such as ``scale_new``...).
-    The op would be hidden behind them, or clash with them in the library."""
+    """The names an op may not take: what the package, its ``ops`` package and the ops' modules
+    or the library's exports already bind (``lib``, ``ops``, ``build_info``, ``register``, an
+    export such as ``scale_new``...). The op would be hidden behind them, or clash with them in
+    the library or in its own module."""
     package = ROOT / "python" / library
-    names = {p.stem for p in package.glob("*.py")}
-    for module in (package / "__init__.py", package / "ops.py"):
+    names = {p.stem for p in package.iterdir() if p.suffix == ".py" or (p / "__init__.py").is_file()}
+    for module in (package / "__init__.py", *(package / "ops").glob("*.py")):
         for node in ast.parse(module.read_text()).body:
             if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
                 names.add(node.name)
@@ -197,9 +198,9 @@ def shadowed_headers() -> set[str]:
 
 def python_names_used(library: str) -> set[str]:
     """Builtins (len, max, ...) and the standard library modules the package uses: an op's
-    function in ops.py and the package namespace would hide them."""
+    function in its module and the package namespace would hide them."""
     used = set(dir(builtins))
-    for module in (ROOT / "python" / library).glob("*.py"):
+    for module in (ROOT / "python" / library).rglob("*.py"):
         for node in ast.walk(ast.parse(module.read_text())):
             if isinstance(node, ast.Import):
                 used |= {a.name.split(".")[0] for a in node.names}
@@ -222,12 +223,12 @@ def op_name(name: str, library: str) -> str:
         )
     if name in bound_names(library) - existing_ops(library):
         sys.exit(
-            f"error: op name {name!r} is already bound by {library} (its package, ops.py or its "
+            f"error: op name {name!r} is already bound by {library} (its package, its ops or its "
             "exported functions); the op would be hidden behind it. Choose another name"
         )
     return name
 
 
 def existing_ops(library: str) -> set[str]:
-    ops = (ROOT / "python" / library / "ops.py").read_text()
-    return set(re.findall(r"^# ===== op: (\w+) =====", ops, re.MULTILINE))
+    registry = (ROOT / "python" / library / "ops" / "__init__.py").read_text()
+    return set(re.findall(r"^from \.(\w+) import \1 as \1$", registry, re.MULTILINE))

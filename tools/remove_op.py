@@ -2,10 +2,10 @@
 """Remove an op everywhere it lives: python3 tools/remove_op.py NAME [--dry-run]
 
 Deletes the op's own files (kernels/NAME*, kernels/cubin/NAME*, kernels/triton/NAME*,
-bindings/NAME_binding.cc, tests/test_NAME.py, docs/kernels/NAME.md, benchmarks/bench_NAME.py,
-report_NAME.py and overhead/NAME.py, measured results docs/_static/perf/*/NAME.*), its section of
-python/scale_lib/ops.py (from its ``# ===== op: NAME =====`` line to the next op's), its export
-from the package's __init__.py and its name in .copier-answers.yml. In every other file of the
+bindings/NAME_binding.cc, python/scale_lib/ops/NAME.py, tests/test_NAME.py, docs/kernels/NAME.md,
+benchmarks/bench_NAME.py, report_NAME.py and overhead/NAME.py, measured results
+docs/_static/perf/*/NAME.*), its registration line in python/scale_lib/ops/__init__.py, its
+export from the package's __init__.py and its name in .copier-answers.yml. In every other file of the
 project it deletes what is marked as the op's (a file shared by several ops says which parts are
 whose, so that it keeps its general part):
 
@@ -26,7 +26,6 @@ list, the workflows) follows the declared ops by itself.
 from __future__ import annotations
 
 import argparse
-import itertools
 import re
 import subprocess
 import sys
@@ -34,9 +33,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "python" / "scale_lib"
-OPS_PY = PACKAGE / "ops.py"
+# The ops: one module each, registered by one line (``from .NAME import NAME as NAME``) here.
+REGISTRY = PACKAGE / "ops" / "__init__.py"
+REGISTRATION = re.compile(r"^from \.(\w+) import \1 as \1\n", re.MULTILINE)
 ANSWERS = ROOT / ".copier-answers.yml"
-SECTION = re.compile(r"^# ===== (?:op: (\w+)|end of ops) =====$", re.MULTILINE)
 # scale is the worked example of the shared docs (writing a kernel, the architecture).
 KEEP = {"scale": "the docs (docs/writing_a_kernel.md, docs/architecture.md) walk through its files"}
 # Output and environments, never the project's own text (where git cannot tell).
@@ -55,10 +55,9 @@ TRITON_BUILD = re.compile(
 )
 
 
-def sections(text: str) -> dict[str, tuple[int, int]]:
-    """Each op's section of ops.py as (start, end) character offsets."""
-    marks = list(SECTION.finditer(text))
-    return {m.group(1): (m.start(), nxt.start()) for m, nxt in itertools.pairwise(marks) if m.group(1)}
+def declared_ops() -> list[str]:
+    """The ops the library registers, in the order of their lines."""
+    return REGISTRATION.findall(REGISTRY.read_text())
 
 
 def own_files(name: str) -> list[Path]:
@@ -71,6 +70,7 @@ def own_files(name: str) -> list[Path]:
         f"kernels/triton/{name}.*",
         f"kernels/triton/{name}_*",
         f"bindings/{name}_binding.cc",
+        f"{PACKAGE.relative_to(ROOT).as_posix()}/ops/{name}.py",
         f"tests/test_{name}.py",
         f"docs/kernels/{name}.md",
         f"benchmarks/bench_{name}.py",
@@ -178,31 +178,6 @@ def without_answer(text: str, name: str) -> str:
     return re.sub(r"^(ops: ?)([\w,]*)$", drop, text, count=1, flags=re.MULTILINE)
 
 
-def without_unused_imports(text: str) -> str:
-    """ops.py without the names its header imports that no section uses any more."""
-    first = SECTION.search(text)
-    header_end = first.start() if first else len(text)
-    header, body = text[:header_end], text[header_end:]
-
-    def used(name: str, line: str) -> bool:
-        rest = text.replace(line, "", 1)
-        return re.search(rf"(?<![\w.]){re.escape(name)}\b", rest) is not None
-
-    def from_import(match: re.Match[str]) -> str:
-        if match.group(1) == "from __future__ import ":
-            return match.group(0)
-        names = [n.strip() for n in match.group(2).split(",")]
-        kept = [n for n in names if used(n.split(" as ")[-1], match.group(0))]
-        return f"{match.group(1)}{', '.join(kept)}\n" if kept else ""
-
-    def plain_import(match: re.Match[str]) -> str:
-        return match.group(0) if used(match.group(1), match.group(0)) else ""
-
-    header = re.sub(r"^(from [\w.]+ import )([\w, ]+)\n", from_import, header, flags=re.MULTILINE)
-    header = re.sub(r"^import (\w+)\n", plain_import, header, flags=re.MULTILINE)
-    return header + body
-
-
 def with_triton_build(text: str, needed: bool) -> str:
     """pyproject.toml's text with the Triton build requirement in force (``needed``) or
     commented out (a library with no Triton kernel needs no Triton to build)."""
@@ -218,13 +193,11 @@ def with_triton_build(text: str, needed: bool) -> str:
     return TRITON_BUILD.sub(toggle, text)
 
 
-def dependents(text: str, name: str) -> list[str]:
-    """Other ops whose sections call the public function ``name``."""
-    call = re.compile(rf"(?<![\w.]){re.escape(name)}\(")
+def dependents(name: str) -> list[str]:
+    """Other ops whose modules import op ``name``'s (``from .NAME import``)."""
+    uses = re.compile(rf"^\s*from \.{re.escape(name)} import ", re.MULTILINE)
     return [
-        other
-        for other, (start, end) in sections(text).items()
-        if other != name and call.search(text[start:end])
+        op for op in declared_ops() if op != name and uses.search((REGISTRY.parent / f"{op}.py").read_text())
     ]
 
 
@@ -236,9 +209,8 @@ def plan(name: str) -> tuple[list[Path], dict[Path, str]]:
         if path in files:
             continue
         new = text
-        if path == OPS_PY:
-            start, end = sections(text)[name]
-            new = without_unused_imports(text[:start] + text[end:])
+        if path == REGISTRY:
+            new = REGISTRATION.sub(lambda m: "" if m.group(1) == name else m.group(0), text)
         elif path == PACKAGE / "__init__.py":
             new = without_export(text, name)
         elif path == ANSWERS:
@@ -271,21 +243,21 @@ def apply(files: list[Path], edits: dict[Path, str]) -> None:
 
 def check_removable(name: str) -> None:
     """Exits with the reason when ``name`` cannot be removed."""
-    text = OPS_PY.read_text()
-    found = sections(text)
+    found = declared_ops()
     if name not in found:
         known = ", ".join(found) or "none"
-        sys.exit(f"error: ops.py declares no op {name!r} (no '# ===== op: {name} =====' line); ops: {known}")
+        where = REGISTRY.relative_to(ROOT)
+        sys.exit(f"error: {where} registers no op {name!r} (no 'from .{name} import' line); ops: {known}")
     if name in KEEP:
         sys.exit(f"error: {name} stays: {KEEP[name]}")
-    users = dependents(text, name)
+    users = dependents(name)
     if users:
-        sys.exit(f"error: {', '.join(users)} call(s) {name} in ops.py: remove or rewrite them first")
+        sys.exit(f"error: the modules of {', '.join(users)} import {name}: remove or rewrite them first")
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("name", help="the op to remove, as declared in ops.py")
+    parser.add_argument("name", help="the op to remove, as registered in ops/__init__.py")
     parser.add_argument("--dry-run", action="store_true", help="list what would change, change nothing")
     args = parser.parse_args(argv)
     name: str = args.name

@@ -127,7 +127,7 @@ class Dispatcher:
 
 def register(spec: OpSpec) -> Dispatcher:
     """Bind ``spec`` to the library and register it with every framework (PyTorch custom ops,
-    JAX XLA targets). Call once per op, from ``ops.py``."""
+    JAX XLA targets). Call once per op, from its module in ``ops/``."""
     op = Op(spec)
     dispatcher = Dispatcher(op)
     op.public_call = dispatcher.call

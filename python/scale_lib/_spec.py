@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Op declarations: what an exported function takes and returns, as data.
 
-Nothing here knows a framework or the compiled library. ``ops.py`` declares each op as an
+Nothing here knows a framework or the compiled library. Each op's module in ``ops/`` declares it as an
 :class:`OpSpec`; ``_dispatch.register`` binds it to the library and to every framework.
 """
 
@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 Shape = tuple[int, ...]
+# The array type of a public function: it returns the kind of array it takes.
+ArrayT = TypeVar("ArrayT")
 
 FLOATING_DTYPES = ("float16", "bfloat16", "float32", "float64")
 
