@@ -181,7 +181,7 @@ def bench_compile(arch: int, quick: bool) -> list[common.Result]:
             defines = {
                 "SCALE_LIB_COLS": str(cols),
                 "SCALE_LIB_DTYPE": "2",
-                "SCALE_LIB_THREADS_PER_ROW": "256",  # kernels/softmax.cu's choice for these rows
+                "SCALE_LIB_THREADS_PER_ROW": "256",  # kernels/softmax/softmax.cu's choice for these rows
                 "SCALE_LIB_ROWS_PER_BLOCK": "1",
                 "SCALE_LIB_VEC": "1",
             }

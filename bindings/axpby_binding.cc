@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // ABI of axpby: axpby(out, x, y, a, b). Routing only; the math is in kernels/.
-#include "axpby.h"
+#include "axpby/axpby.h"
 #include "functional.h"
 
 namespace scale_lib {

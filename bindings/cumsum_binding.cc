@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // ABI of cumsum: cumsum(out, x, reverse). Routing only; the math is in kernels/.
-#include "cumsum.h"
+#include "cumsum/cumsum.h"
 
 namespace scale_lib {
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // ABI of flatnonzero: flatnonzero(x) -> int64 tensor. The one op that returns a tensor: its
 // size depends on the data. Routing only; the math is in kernels/.
-#include "flatnonzero.h"
+#include "flatnonzero/flatnonzero.h"
 
 namespace scale_lib {
 

@@ -2,7 +2,7 @@
 // ABI of l2_norm: l2_norm(out, x), l2_norm_with_workspace(out, workspace, x) and
 // l2_norm_workspace_bytes(numel). Routing only; the math is in kernels/.
 #include "functional.h"
-#include "l2_norm.h"
+#include "l2_norm/l2_norm.h"
 
 namespace scale_lib {
 

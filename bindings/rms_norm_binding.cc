@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // ABI of rms_norm and its backward pieces. Routing only; the math is in kernels/.
 #include "functional.h"
-#include "rms_norm.h"
+#include "rms_norm/rms_norm.h"
 
 namespace scale_lib {
 

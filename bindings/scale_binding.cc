@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // ABI of scale: scale(out, x, factor). Routing only; the math is in kernels/.
 #include "functional.h"
-#include "scale.h"
+#include "scale/scale.h"
 
 namespace scale_lib {
 

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "functional.h"
-#include "silu_and_mul.h"
+#include "silu_and_mul/silu_and_mul.h"
 
 namespace scale_lib {
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // ABI of softmax: softmax(out, x). Routing only; the math is in kernels/.
-#include "softmax.h"
+#include "softmax/softmax.h"
 
 namespace scale_lib {
 

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // Launches a Triton kernel compiled ahead of time (docs/triton.md). Shared by every Triton op.
 //
-// The build compiles kernels/triton/<op>.py with tools/triton_aot.py into fatbins embedded in
+// The build compiles kernels/<op>/<op>.py with tools/triton_aot.py into fatbins embedded in
 // the library, and generates <op>_triton.h: k<Op>TritonKernels, one TritonKernelData per entry
 // point, with the launch data Triton decided when it compiled. An op's launcher
-// (kernels/triton/<op>.cu) does the usual steps, then:
+// (kernels/<op>/<op>.cu) does the usual steps, then:
 //
 //   static const TritonKernel kernel(FindTritonKernel(kSiluAndMulTritonKernels, "entry_name"));
 //   kernel.Launch(grid, x.device(), stream, out_ptr, x_ptr, rows, d);  // the kernel's arguments

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The contract every kernel and binding of scale_lib works against.
 //
-// A kernel function (kernels/scale.cu is the model) does, in order:
-//   1. validate  its op's Check<Op>Args (kernels/<op>.h), built from the CHECK_* macros below;
+// A kernel function (kernels/scale/scale.cu is the model) does, in order:
+//   1. validate  its op's Check<Op>Args (kernels/<op>/<op>.h), built from the CHECK_* macros below;
 //                zero-size inputs then return early
 //   2. guard     ffi::CUDADeviceGuard guard(x.device().device_id);   (CUDA only)
 //   3. stream    cudaStream_t stream = GetCudaStream(x.device());    (CUDA only)
@@ -79,8 +79,8 @@ struct bfloat16_t {
 // Every floating dtype an op may accept, as (DLPack dtype, C++ storage type, name).
 // DispatchFloating and CHECK_FLOATING accept exactly this list. A new entry also needs its
 // storage type handled by each kernel: FloatMath and the conversions in kernels/cpu_float.h and
-// kernels/cuda_float.cuh, an entry point per dtype in kernels/cubin/, and the dtype lists of the
-// Python package and the tests.
+// kernels/cuda_float.cuh, an entry point per dtype in kernels/<op>/cubin/, and the dtype lists of
+// the Python package and the tests.
 #define SCALE_LIB_FOR_EACH_FLOATING_DTYPE(X)                     \
   X(::scale_lib::kFloat16, ::scale_lib::float16_t, "float16")    \
   X(::scale_lib::kBFloat16, ::scale_lib::bfloat16_t, "bfloat16") \

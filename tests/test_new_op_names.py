@@ -1,8 +1,8 @@
 """tools/new_op.py refuses an op name that would break the library, saying why, before it
 writes anything: a Python or C++ keyword, a name the package, its ``ops`` module or the
 library's exports already bind (the op would be hidden behind it), a builtin or standard module
-the package uses, or a header its ``kernels/<op>.h`` would shadow (``kernels/`` is an include
-directory: ``kernels/errno.h`` would stand in for ``<errno.h>`` and the library would not compile)."""
+the package uses, or a header its ``kernels/<op>/<op>.h`` would shadow in the op's own sources
+(``tvm_ffi_utils``), or a C header whose macros the op's C++ names would expand (``errno``)."""
 
 from __future__ import annotations
 

@@ -147,7 +147,7 @@ def needs_triton_to_build(dest: Path) -> bool:
 
 def check_triton_build(dest: Path) -> None:
     """Triton is a build requirement exactly while the library has a Triton kernel."""
-    kernels = sorted(p.name for p in (dest / "kernels" / "triton").glob("*.py"))
+    kernels = sorted(p.name for p in (dest / "kernels").glob("*/*.py"))
     assert needs_triton_to_build(dest) == bool(kernels), f"{dest.name}: Triton kernels {kernels}, " + (
         "but Triton is no build requirement" if kernels else "but Triton is still a build requirement"
     )
@@ -297,18 +297,21 @@ def check_scan_page(dest: Path, name: str) -> None:
 def flow_update(work: Path) -> None:
     template = work / "template"
     dest = work / "updated"
-    with step("a template clone; a library generated from its last commit with ops.py (one file of ops)"):
+    with step("a template clone; a library generated from its last commit with ops.py and kernels/<op>.cu"):
         shutil.rmtree(template, ignore_errors=True)
         run("git", "clone", "-q", ROOT, template)
         if run("git", "status", "--porcelain", cwd=ROOT).strip():
             # Uncommitted template changes belong to the version under test: commit them there.
             run("bash", "-c", f"git -C {ROOT} diff HEAD --binary | git apply --index", cwd=template)
             _commit(template, "uncommitted changes of the checkout under test")
-        # The commit that made each op a module of ops/ (the last to touch ops.py), and before it.
+        # The commit that made each op a module of ops/ and a folder of kernels/ (the last to touch
+        # ops.py), and the one before it.
         moved = run("git", "rev-list", "-1", "HEAD", "--", "python/scale_lib/ops.py", cwd=template).strip()
         generate("my_kernels", dest, "--vcs-ref", f"{moved}^", template=template)
     with step("the template moves on: a kernel and a shared header change upstream"):
-        _edit(template / "kernels" / "scale_cpu.cc", 0, "// CPU twin of kernels/scale.cu (upstream change).")
+        _edit(
+            template / "kernels" / "scale" / "scale_cpu.cc", 0, "// CPU twin of scale.cu (upstream change)."
+        )
         _edit(
             template / "include" / "tvm_ffi_utils.h",
             4,
@@ -335,8 +338,10 @@ def flow_update(work: Path) -> None:
         header = (dest / "include" / "tvm_ffi_utils.h").read_text()
         assert "(library edit)" in header, header[:600]
         assert "(upstream change)" in header, header[:600]
-        assert "(upstream change)" in (dest / "kernels" / "scale_cpu.cc").read_text()
-        assert "library edit: a kernel of our own" in (dest / "kernels" / "scale.cu").read_text()
+        # Each op's files are in its folder now: the library's edit of scale.cu went with it.
+        assert "(upstream edit)" in (dest / "kernels" / "scale" / "scale_cpu.cc").read_text()
+        assert "library edit: a kernel of our own" in (dest / "kernels" / "scale" / "scale.cu").read_text()
+        assert not (dest / "kernels" / "scale.cu").exists(), "kernels/scale.cu left beside kernels/scale/"
         ops = dest / "python" / "my_kernels" / "ops"
         assert not ops_py.exists(), "ops.py left beside ops/"
         assert "``out = x * factor`` (ours)." in (ops / "scale.py").read_text(), "the edit of scale lost"
@@ -356,7 +361,7 @@ def flow_update(work: Path) -> None:
 
 # What a user writes after scaffolding silu_mul and gelu_tanh: (file, scaffolded text, edit).
 SILU_MUL_EDITS = [
-    ("kernels/silu_mul.h", "return (x + y);", "return x / (C(1) + std::exp(-x)) * y;"),
+    ("kernels/silu_mul/silu_mul.h", "return (x + y);", "return x / (C(1) + std::exp(-x)) * y;"),
     ("tests/test_silu_mul.py", "return x + y\n", "return x / (1 + np.exp(-x)) * y\n"),
     (
         "python/{lib}/ops/silu_mul.py",
@@ -372,7 +377,7 @@ SILU_MUL_EDITS = [
 ]
 GELU_TANH_EDITS = [
     (
-        "kernels/gelu_tanh.h",
+        "kernels/gelu_tanh/gelu_tanh.h",
         "return x;",
         "return C(0.5) * x * (C(1) + std::tanh(C(0.7978845608028654) * (x + C(0.044715) * x * x * x)));",
     ),
@@ -532,8 +537,8 @@ def _compile_cuda(dest: Path, name: str, ops: list[str], nvcc: str) -> None:
             "-DSKBUILD_PROJECT_VERSION=0.1.0",
             cwd=dest,
         )
-        targets = [f"CMakeFiles/{name}.dir/kernels/{op}.cu.o" for op in ops if op != "tri_fma"]
-        targets.append(f"CMakeFiles/{name}.dir/kernels/triton/tri_fma.cu.o")
+        targets = [f"CMakeFiles/{name}.dir/kernels/{op}/{op}.cu.o" for op in ops if op != "tri_fma"]
+        targets.append(f"CMakeFiles/{name}.dir/kernels/tri_fma/tri_fma.cu.o")
         run("cmake", "--build", build, "--target", *targets, cwd=dest)
 
 

@@ -120,8 +120,7 @@ def copy_example(old: str, new: str, library: str) -> list[str]:
     copies = {}
     for path in files:
         relative = path.relative_to(ROOT).as_posix()
-        head, _, name = relative.rpartition("/")
-        target = f"{head}/{rename(name)}"
+        target = "/".join(map(rename, relative.split("/")))  # kernels/<op>/ too
         if (ROOT / target).exists():
             raise SystemExit(f"error: {new} exists already ({target})")
         copies[target] = rename(path.read_text())

@@ -27,6 +27,7 @@ import runpy
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -228,22 +229,54 @@ def initial_commit(name: str) -> None:
     )
 
 
-# -- an update from before the ops/ package: the library's ops.py, one section per op ----------
+# -- an update across a change of layout (copier drops a file the new version moved) -----------
 LEGACY_SECTION = re.compile(r"^# ===== (?:op: (\w+)|end of ops) =====\n", re.MULTILINE)
 
 
 def legacy_sections(text: str) -> tuple[str, dict[str, str]]:
-    """ops.py's header (its imports) and each op's section."""
+    """The old ops.py's header (its imports) and each op's section."""
     parts = LEGACY_SECTION.split(text)
-    return parts[0], {
-        parts[i]: parts[i + 1].strip("\n") + "\n" for i in range(1, len(parts) - 1, 2) if parts[i]
-    }
+    sections = {parts[i]: parts[i + 1].strip("\n") + "\n" for i in range(1, len(parts) - 1, 2) if parts[i]}
+    return parts[0], sections
+
+
+def came_from() -> str | None:
+    """The template commit the library was made or last updated from (its committed answers)."""
+    show = subprocess.run(["git", "show", f"HEAD:{ANSWERS}"], cwd=ROOT, capture_output=True, text=True)
+    found = re.search(r"^_commit: (\S+)", show.stdout, re.MULTILINE)
+    return found.group(1) if found else None
 
 
 def template_file(src: str, commit: str, path: str, name: str) -> str | None:
     """``path`` of the template at ``commit``, renamed for the library (None if not found)."""
     shown = subprocess.run(["git", "-C", src, "show", f"{commit}:{path}"], capture_output=True, text=True)
     return renamer(name)(shown.stdout) if shown.returncode == 0 else None
+
+
+def merge_into(target: Path, ours: str, base: str) -> None:
+    """``target`` (the new version) merged three ways with ``ours`` (the library's), from their
+    common ``base``; a clash is left inline, labelled as copier labels its own."""
+    with tempfile.TemporaryDirectory() as tmp:
+        mine, common = Path(tmp, "ours"), Path(tmp, "base")
+        mine.write_text(ours)
+        common.write_text(base)
+        labels = ["-L", "before updating", "-L", "last update", "-L", "after updating"]
+        subprocess.run(["git", "merge-file", *labels, mine, common, target], check=False)
+        target.write_text(mine.read_text())
+
+
+def migrate_moved_files(name: str, src: str, commit: str) -> None:
+    """Every file the template moved since ``commit`` (git's rename detection) that the library
+    edited: its edits merged into the file's new place."""
+    listed = subprocess.run(
+        ["git", "-C", src, "diff", "--name-status", "-M", commit, "HEAD"], capture_output=True, text=True
+    ).stdout
+    rename = renamer(name)
+    for old, new in re.findall(r"^R\d*\t(\S+)\t(\S+)$", listed, re.MULTILINE):
+        before, after = ROOT / rename(old), ROOT / rename(new)
+        base = template_file(src, commit, old, name)
+        if before.is_file() and after.is_file() and base is not None and before.read_text() != base:
+            merge_into(after, before.read_text(), base)
 
 
 def module_head(text: str) -> str:
@@ -258,72 +291,50 @@ def module_head(text: str) -> str:
     return "".join(lines[:end])
 
 
-def migrate_ops_py(name: str, template_src: str | None) -> None:
+def migrate_ops_py(name: str, src: str | None, commit: str | None) -> None:
     """A library made before ops were modules keeps its ops: each section of its
-    python/<name>/ops.py becomes python/<name>/ops/<op>.py. The library's own ops move as they
-    are (registered in ops/__init__.py); a template op's module is merged three ways (the
-    library's section, the section of the template version it came from, the new module), so
-    the library's edits stay and a clash is left inline, as copier leaves one."""
+    python/<name>/ops.py becomes python/<name>/ops/<op>.py. Its own ops move as they are
+    (registered in ops/__init__.py); an example op's new module is merged three ways with the
+    library's section and the section of the template version it came from."""
     legacy, package = ROOT / "python" / name / "ops.py", ROOT / "python" / name / "ops"
     if not (legacy.is_file() and LEGACY_SECTION.search(legacy.read_text())):
         return
-    answers = subprocess.run(
-        ["git", "show", f"HEAD:{ANSWERS}"], cwd=ROOT, capture_output=True, text=True
-    ).stdout
-    commit = re.search(r"^_commit: (\S+)", answers, re.MULTILINE)
-    old = (
-        template_file(template_src, commit.group(1), f"python/{OLD}/ops.py", name)
-        if template_src and commit
-        else None
-    )
+    old = template_file(src, commit, f"python/{OLD}/ops.py", name) if src and commit else None
     header, ours = legacy_sections(legacy.read_text())
     base = legacy_sections(old)[1] if old else {}
     absolute = re.compile(r"^(\s*)from \.(_\w+) import", re.MULTILINE)
-    imports = [absolute.sub(rf"\1from {name}.\2 import", line) for line in header.splitlines()]
-    imports = [line for line in imports if re.match(r"(from|import) ", line) and "__future__" not in line]
+
+    def absolute_imports(text: str) -> str:  # modules of ops/ import the package's by its name
+        return absolute.sub(rf"\1from {name}.\2 import", text)
+
+    imports = [line for line in absolute_imports(header).splitlines() if re.match(r"(from|import) ", line)]
     created = []
     for op, section in ours.items():
-        section = absolute.sub(rf"\1from {name}.\2 import", section)
         module = package / f"{op}.py"
         if not module.is_file():  # the library's own op
             head = "# SPDX-License-Identifier: Apache-2.0\n"
             head += f'"""{op}: its declaration, registered once, and its typed public function."""\n\n'
-            head += "from __future__ import annotations\n\n" + "\n".join(imports)
-            module.write_text(f"{head}\nfrom {name}._spec import ArrayT\n\n\n{section}")
+            imported = "\n".join(line for line in imports if "__future__" not in line)
+            module.write_text(
+                f"{head}from __future__ import annotations\n\n{imported}\n"
+                f"from {name}._spec import ArrayT\n\n\n{absolute_imports(section)}"
+            )
             registry = package / "__init__.py"
             text = registry.read_text()
-            first = re.search(r"^from \.\w+ import", text, re.MULTILINE)
-            registry.write_text(
-                text[: first.start()] + f"from .{op} import {op} as {op}\n" + text[first.start() :]
-            )
-            created.append(module)
-            continue
-        head = module_head(module.read_text())
-        if op not in base:
-            print(f"note: {op}: no template ops.py at {commit} to merge with; the new module kept")
-            continue
-        if section == absolute.sub(rf"\1from {name}.\2 import", base[op]):
-            continue  # no edit of the library's own
-        files = {}
-        for label, body in (
-            ("ours", head + section),
-            ("base", head + absolute.sub(rf"\1from {name}.\2 import", base[op])),
-        ):
-            files[label] = package / f".{op}.{label}"
-            files[label].write_text(body)
-        merge = ["git", "merge-file", "-L", "before updating", "-L", "last update", "-L", "after updating"]
-        subprocess.run([*merge, files["ours"], files["base"], module], cwd=ROOT, check=False)
-        module.write_text(files["ours"].read_text())
-        for path in files.values():
-            path.unlink()
+            at = re.search(r"^from \.\w+ import", text, re.MULTILINE).start()
+            registry.write_text(text[:at] + f"from .{op} import {op} as {op}\n" + text[at:])
+            created.append(str(module))
+        elif op not in base:
+            print(f"note: {op}: no ops.py of the template at {commit} to merge with; its new module kept")
+        elif section != base[op]:
+            head = module_head(module.read_text())
+            merge_into(module, head + absolute_imports(section), head + absolute_imports(base[op]))
     legacy.unlink()
-    if created:  # the moved header's imports that an op does not use go
+    if created:  # the old header's imports that an op does not use go
         ruff = Path(sys.executable).with_name("ruff")
         ruff = str(ruff) if ruff.exists() else "ruff"
-        subprocess.run(
-            [ruff, "check", "-q", "--fix", "--select", "F401,I001", *map(str, created)], check=False
-        )
-        subprocess.run([ruff, "format", "-q", *map(str, created), str(package / "__init__.py")], check=False)
+        subprocess.run([ruff, "check", "-q", "--fix", "--select", "F401,I001", *created], check=False)
+        subprocess.run([ruff, "format", "-q", *created, str(package / "__init__.py")], check=False)
 
 
 def apply(name: str, ops: list[str], commit: bool, template_src: str | None = None) -> int:
@@ -335,7 +346,10 @@ def apply(name: str, ops: list[str], commit: bool, template_src: str | None = No
     for machinery in ("tools/check_template.py", "tools/new_library.py"):
         (ROOT / machinery).unlink()  # the template's own: the new project has no use for them
     format_files(rename_tree(name))
-    migrate_ops_py(name, template_src)
+    commit = came_from()
+    if template_src and commit:  # an update (copier passes its checkout of the template)
+        migrate_moved_files(name, template_src, commit)
+    migrate_ops_py(name, template_src, commit)
     if commit:
         initial_commit(name)
     return 0

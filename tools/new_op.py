@@ -5,8 +5,8 @@
                             [--kind elementwise|rows|scan|custom] [--cuda-only]
                             [--lang cuda|triton] [--scan-op sum|prod|logaddexp]
 
-writes kernels/NAME.h (the math, the argument checks), kernels/NAME.cu, kernels/NAME_cpu.cc (none
-with --cuda-only), bindings/NAME_binding.cc, python/<lib>/ops/NAME.py (the declaration and the
+writes the op's folder kernels/NAME/ (NAME.h: the math, the argument checks; NAME.cu; NAME_cpu.cc,
+none with --cuda-only), bindings/NAME_binding.cc, python/<lib>/ops/NAME.py (the declaration and the
 typed function), tests/test_NAME.py and docs/kernels/NAME.md, each rendered from its Jinja
 template in tools/scaffolds/ (docs/adding_an_op.md), and adds NAME's registration line to
 python/<lib>/ops/__init__.py, its export to __init__.py and its README row. The generated op
@@ -22,8 +22,8 @@ builds, passes lint and passes its tests as generated. Its math until you change
     custom       out = (x + y + ...) * alpha * ...   (written as plain kernels of its own)
 
 --lang triton (elementwise ops) writes the CUDA kernel in Triton instead (docs/triton.md):
-kernels/triton/NAME.py (the @triton.jit kernel and the specialisations the build compiles) and
-kernels/triton/NAME.cu (its launcher) take the place of kernels/NAME.cu; the CPU twin stays C++.
+kernels/NAME/NAME.py (the @triton.jit kernel and the specialisations the build compiles), and
+kernels/NAME/NAME.cu is its launcher; the CPU twin stays C++.
 
 Integer attributes multiply like floats; a bool attribute negates the result when true.
 """
@@ -116,16 +116,14 @@ class Spec:
     @property
     def cuda_kernel(self) -> str:
         """The file of the op's CUDA kernel (a Triton op's: its Triton source)."""
-        return f"kernels/triton/{self.op}.py" if self.lang == "triton" else f"kernels/{self.op}.cu"
+        return f"kernels/{self.op}/{self.op}.{'py' if self.lang == 'triton' else 'cu'}"
 
     @property
     def source_files(self) -> list[str]:
         """The op's C++/CUDA/Triton sources: its header first."""
-        cuda = (
-            [f"kernels/triton/{self.op}.py", f"kernels/triton/{self.op}.cu"] if self.lang == "triton" else []
-        )
-        cuda = cuda or [f"kernels/{self.op}.cu"]
-        return [f"kernels/{self.op}.h", *cuda, *([] if self.cuda_only else [f"kernels/{self.op}_cpu.cc"])]
+        folder = f"kernels/{self.op}/{self.op}"
+        cuda = [f"{folder}.py", f"{folder}.cu"] if self.lang == "triton" else [f"{folder}.cu"]
+        return [f"{folder}.h", *cuda, *([] if self.cuda_only else [f"{folder}_cpu.cc"])]
 
     @property
     def launchers(self) -> str:
@@ -210,18 +208,18 @@ def render(template: str, s: Spec) -> str:
 
 def created_files(s: Spec) -> dict[str, str]:
     """The new files of op ``s``, by path, and their text."""
-    templates = {f"kernels/{s.op}.h": "op.h.j2"}
+    templates = {f"kernels/{s.op}/{s.op}.h": "op.h.j2"}
     if s.lang == "triton":
-        templates[f"kernels/triton/{s.op}.py"] = "triton_op.py.j2"
-        templates[f"kernels/triton/{s.op}.cu"] = "triton_op.cu.j2"
+        templates[f"kernels/{s.op}/{s.op}.py"] = "triton_op.py.j2"
+        templates[f"kernels/{s.op}/{s.op}.cu"] = "triton_op.cu.j2"
     else:
-        templates[f"kernels/{s.op}.cu"] = "op.cu.j2"
+        templates[f"kernels/{s.op}/{s.op}.cu"] = "op.cu.j2"
     templates[f"bindings/{s.op}_binding.cc"] = "binding.cc.j2"
     templates[f"tests/test_{s.op}.py"] = "test_op.py.j2"
     templates[f"docs/kernels/{s.op}.md"] = "op.md.j2"
     templates[f"python/{s.lib}/ops/{s.op}.py"] = "op.py.j2"
     if not s.cuda_only:
-        templates[f"kernels/{s.op}_cpu.cc"] = "op_cpu.cc.j2"
+        templates[f"kernels/{s.op}/{s.op}_cpu.cc"] = "op_cpu.cc.j2"
     return {path: render(template, s) for path, template in templates.items()}
 
 
@@ -426,7 +424,7 @@ def copy_like(s: Spec, run_formatters: bool) -> int:
     register_op(package / "ops" / "__init__.py", s.op)
     add_to_init(package / "__init__.py", s.op)
     edited += [f"python/{s.lib}/ops/__init__.py", f"python/{s.lib}/__init__.py"]
-    if any(p.startswith("kernels/triton/") for p in created) and require_triton_to_build(
+    if any(p.startswith("kernels/") and p.endswith(".py") for p in created) and require_triton_to_build(
         ROOT / "pyproject.toml"
     ):
         edited.append("pyproject.toml")
@@ -469,9 +467,9 @@ def main(argv: list[str]) -> int:
     edited = [f"python/{s.lib}/ops/__init__.py", f"python/{s.lib}/__init__.py", "README.md"]
     if s.lang == "triton" and require_triton_to_build(ROOT / "pyproject.toml"):
         edited.append("pyproject.toml")
-    math = f"kernels/{s.op}.h"
+    math = f"kernels/{s.op}/{s.op}.h"
     if s.lang == "triton":
-        math += f" and kernels/triton/{s.op}.py (the CUDA kernel's)"
+        math += f" and kernels/{s.op}/{s.op}.py (the CUDA kernel's)"
     hint = (
         f"next: write the math in {math}\n"
         f"      and the reference in tests/test_{s.op}.py, then\n"

@@ -2,7 +2,7 @@
 """The names an op may take (tools/new_op.py checks them before it writes anything; so does
 tools/new_library.py for the library's name): a lowercase identifier that is no C++ keyword, and
 that hides nothing the library or its build use (a builtin or standard module the package
-imports, a header <NAME.h> that kernels/NAME.h would shadow, a name the package binds)."""
+imports, a header <NAME.h> that kernels/NAME/NAME.h would shadow, a name the package binds)."""
 
 from __future__ import annotations
 
@@ -154,9 +154,10 @@ def bound_names(library: str) -> set[str]:
     return names
 
 
-# C's standard headers (C23). kernels/ is an include directory of the build (-I, searched before
-# the system's), so an op's kernels/<op>.h would stand in for <op.h> wherever a source or the
-# compiler's own headers include it: kernels/errno.h for the <errno.h> that <cerrno> includes.
+# C's standard headers (C23). An op's sources include its header as "<op>.h", found first in
+# their own folder, kernels/<op>/, so the op's header would stand in there for any header of that
+# name (the project's own, such as tvm_ffi_utils.h); and a C header's name is often a macro of it
+# (errno, assert) that the op's C++ names would expand.
 C_HEADERS = frozenset(
     """
     assert complex ctype errno fenv float inttypes iso646 limits locale math setjmp signal
@@ -218,8 +219,8 @@ def op_name(name: str, library: str) -> str:
         )
     if name in shadowed_headers():
         sys.exit(
-            f"error: op name {name!r} would make kernels/{name}.h shadow the header <{name}.h> "
-            "(kernels/ is an include directory); choose another name"
+            f"error: op name {name!r} would make kernels/{name}/{name}.h shadow the header <{name}.h> "
+            "(or clash with its macros); choose another name"
         )
     if name in bound_names(library) - existing_ops(library):
         sys.exit(

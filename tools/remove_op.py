@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Remove an op everywhere it lives: python3 tools/remove_op.py NAME [--dry-run]
 
-Deletes the op's own files (kernels/NAME*, kernels/cubin/NAME*, kernels/triton/NAME*,
+Deletes the op's own files (its folder kernels/NAME/, and kernels/NAME*, kernels/cubin/NAME*,
+kernels/triton/NAME* where a library made before ops had folders keeps them,
 bindings/NAME_binding.cc, python/scale_lib/ops/NAME.py, tests/test_NAME.py, docs/kernels/NAME.md,
 benchmarks/bench_NAME.py, report_NAME.py and overhead/NAME.py, measured results
 docs/_static/perf/*/NAME.*), its registration line in python/scale_lib/ops/__init__.py, its
@@ -48,7 +49,7 @@ BLOCKS = re.compile(
     re.DOTALL | re.MULTILINE,
 )
 FILE_MARK = re.compile(rf"(?:#|//|<!--) op-file: {OPS}")
-# pyproject.toml's Triton build requirement: needed while kernels/triton/ holds a kernel.
+# pyproject.toml's Triton build requirement: needed while an op's folder holds a Triton kernel.
 PYPROJECT = ROOT / "pyproject.toml"
 TRITON_BUILD = re.compile(
     r"^(# \[triton-build\.begin\][^\n]*\n)(.*?)(^# \[triton-build\.end\])", re.DOTALL | re.MULTILINE
@@ -65,6 +66,7 @@ def own_files(name: str) -> list[Path]:
     patterns = [
         f"kernels/{name}.*",
         f"kernels/{name}_*",
+        f"kernels/{name}/**/*",
         f"kernels/cubin/{name}.*",
         f"kernels/cubin/{name}_*",
         f"kernels/triton/{name}.*",
@@ -216,7 +218,7 @@ def plan(name: str) -> tuple[list[Path], dict[Path, str]]:
         elif path == ANSWERS:
             new = without_answer(text, name)
         elif path == PYPROJECT:
-            triton_left = [p for p in ROOT.glob("kernels/triton/*.py") if p not in files]
+            triton_left = [p for p in ROOT.glob("kernels/*/*.py") if p not in files]
             new = with_triton_build(text, needed=bool(triton_left))
         new = without_op_blocks(new, name, markdown=path.suffix == ".md")
         if path.suffix == ".md":
@@ -227,7 +229,7 @@ def plan(name: str) -> tuple[list[Path], dict[Path, str]]:
 
 
 def remove_empty_folders(files: list[Path]) -> None:
-    """The folders that deleting ``files`` emptied (kernels/cubin/ without its last kernel)."""
+    """The folders that deleting ``files`` emptied (an op's kernels/<op>/ and its cubin/)."""
     for folder in sorted({p.parent for p in files}, key=lambda p: len(p.parts), reverse=True):
         if folder != ROOT and folder.is_dir() and not any(folder.iterdir()):
             folder.rmdir()

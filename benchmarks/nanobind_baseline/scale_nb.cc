@@ -1,6 +1,6 @@
-// The overhead baseline: scale_lib's CPU scale kernel (kernels/scale_cpu.cc, unchanged) behind
-// a nanobind binding instead of TVM-FFI. Built by benchmarks/bench_overhead.py only; never part
-// of the wheel.
+// The overhead baseline: scale_lib's CPU scale kernel (kernels/scale/scale_cpu.cc, unchanged)
+// behind a nanobind binding instead of TVM-FFI. Built by benchmarks/bench_overhead.py only; never
+// part of the wheel.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 

@@ -138,7 +138,7 @@ class OpSpec:
             rules read it only for ``"elementwise"`` ops.
         public: whether ``scale_lib.<name>`` is the op's public function (private ops are
             pieces of another op's vjp).
-        triton: the op's CUDA kernel is written in Triton (``kernels/triton/``): a library built
+        triton: the op's CUDA kernel is written in Triton (``kernels/<op>/<op>.py``): a library built
             without the Triton kernels (``build_info()["triton"] == ""``) has no CUDA kernel for
             it, and a CUDA array raises ``ValueError`` naming the op.
         jax: options only the JAX adapter reads.

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // op-file: softmax
 // softmax over the last dimension, compiled at run time by NVRTC (python/scale_lib/_nvrtc.py)
-// for one row length, dtype and layout, which arrive as -D values chosen by kernels/softmax.cu:
+// for one row length, dtype and layout, which arrive as -D values chosen by kernels/softmax/softmax.cu:
 //   SCALE_LIB_COLS             the row length
 //   SCALE_LIB_DTYPE            0 float16, 1 bfloat16, 2 float32, 3 float64
 //   SCALE_LIB_THREADS_PER_ROW  threads that share a row (a power of two, at most 1024)

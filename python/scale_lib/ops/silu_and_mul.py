@@ -9,7 +9,7 @@ from scale_lib._dispatch import register
 from scale_lib._spec import ArrayT, Input, OpSpec, Output
 
 
-# A kernel written in Triton (kernels/triton/silu_and_mul.py), compiled ahead of time.
+# A kernel written in Triton (kernels/silu_and_mul/silu_and_mul.py), compiled ahead of time.
 def _check_gate(shape: tuple[int, ...]) -> None:
     if shape[-1] % 2:
         raise ValueError(f"x's last dimension must be even (the two halves of the gate); got shape {shape}")

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// CUDA implementation of scale: out = x * factor. The math is ScaleFn (kernels/scale.h), run by
-// the shared elementwise launcher (kernels/elementwise.cuh); the CPU twin is kernels/scale_cpu.cc.
+// CUDA implementation of scale: out = x * factor. The math is ScaleFn (kernels/scale/scale.h), run
+// by the shared elementwise launcher (kernels/elementwise.cuh); the CPU twin is
+// kernels/scale/scale_cpu.cc.
 #include <cstdint>
 
 #include "elementwise.cuh"

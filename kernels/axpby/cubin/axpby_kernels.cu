@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Device code of axpby (out = a * x + b * y), compiled on its own into a fatbin (every
 // architecture of the build, plus PTX) that is embedded into the library and launched through
-// TVM-FFI's CUBIN launcher (kernels/axpby.cu). Only extern "C" kernels: the launcher finds them
-// by name.
+// TVM-FFI's CUBIN launcher (kernels/axpby/axpby.cu). Only extern "C" kernels: the launcher finds
+// them by name.
 //
 // This file is how a kernel produced elsewhere (NVRTC, Triton, a vendor) ships in scale_lib: any
 // CUBIN/fatbin with extern "C" entry points can take its place. See docs/kernels/cubin.md. So it

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// CPU twin of the axpby CUBIN kernels: AxpbyFn (kernels/axpby.h), run by the shared CPU
+// CPU twin of the axpby CUBIN kernels: AxpbyFn (kernels/axpby/axpby.h), run by the shared CPU
 // elementwise launcher.
 #include <cstdint>
 

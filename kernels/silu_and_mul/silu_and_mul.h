@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // silu_and_mul: the SwiGLU gate. x of shape (..., 2d) gives out[..., i] = silu(x[..., i]) *
 // x[..., d + i], of shape (..., d); silu(a) = a / (1 + exp(-a)). The CUDA kernels are written in
-// Triton (kernels/triton/silu_and_mul.py, launched by kernels/triton/silu_and_mul.cu); the CPU
-// twin is silu_and_mul_cpu.cc. Both compute in float32 (float64 for float64).
+// Triton (kernels/silu_and_mul/silu_and_mul.py, launched by kernels/silu_and_mul/silu_and_mul.cu);
+// the CPU twin is silu_and_mul_cpu.cc. Both compute in float32 (float64 for float64).
 #ifndef SCALE_LIB_KERNELS_SILU_AND_MUL_H_
 #define SCALE_LIB_KERNELS_SILU_AND_MUL_H_
 

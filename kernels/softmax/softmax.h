@@ -4,7 +4,7 @@
 // The example of a kernel compiled at run time (docs/nvrtc.md): on CUDA, the first call for a
 // row length, dtype and GPU compiles a kernel specialised on them with NVRTC
 // (python/scale_lib/nvrtc_kernels/softmax.cu), which keeps each row in registers; the
-// ahead-of-time kernel of kernels/softmax.cu, for any row length, is the fallback.
+// ahead-of-time kernel of kernels/softmax/softmax.cu, for any row length, is the fallback.
 //
 // The one header shared by the CPU twin, the CUDA kernel and the binding: the argument checks
 // both implementations run first, and their declarations.

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// CPU twin of the Triton kernels of silu_and_mul: the math of kernels/silu_and_mul.h, rows split
-// across the CPU pool. The row loops are compiled for each instruction set of cpu_float.h and
-// vectorise there, exp included (exp_float.h); every one gives the same bits.
+// CPU twin of the Triton kernels of silu_and_mul: the math of kernels/silu_and_mul/silu_and_mul.h,
+// rows split across the CPU pool. The row loops are compiled for each instruction set of
+// cpu_float.h and vectorise there, exp included (exp_float.h); every one gives the same bits.
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>

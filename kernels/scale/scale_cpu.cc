@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// CPU twin of kernels/scale.cu: the same ScaleFn, run by the shared CPU elementwise launcher.
+// CPU twin of kernels/scale/scale.cu: the same ScaleFn, run by the shared CPU elementwise launcher.
 #include <cstdint>
 
 #include "elementwise_cpu.h"

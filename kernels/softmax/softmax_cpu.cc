@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// CPU twin of kernels/softmax.cu: rows split across threads, each row's max, then its sum of
-// exponentials, in the compute type.
+// CPU twin of kernels/softmax/softmax.cu: rows split across threads, each row's max, then its sum
+// of exponentials, in the compute type.
 #include <cstdint>
 
 #include "cpu_float.h"

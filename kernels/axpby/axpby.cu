@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // CUDA axpby through TVM-FFI's CUBIN launcher: the kernels are not compiled into this file but
-// embedded as a fatbin (see kernels/cubin/axpby_kernels.cu and CMakeLists.txt), looked up by
+// embedded as a fatbin (see kernels/axpby/cubin/axpby_kernels.cu and CMakeLists.txt), looked up by
 // name and launched on the caller's stream.
 #include <tvm/ffi/extra/cuda/cubin_launcher.h>
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// CPU twin of kernels/l2_norm.cu. One pass: no workspace on the CPU.
+// CPU twin of kernels/l2_norm/l2_norm.cu. One pass: no workspace on the CPU.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>

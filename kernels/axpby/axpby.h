@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // axpby: out = a * x + b * y, elementwise. The CUDA kernels ship as an embedded CUBIN/fatbin
-// (kernels/cubin/axpby_kernels.cu, launched by kernels/axpby.cu); the CPU twin is axpby_cpu.cc.
+// (kernels/axpby/cubin/axpby_kernels.cu, launched by kernels/axpby/axpby.cu); the CPU twin is
+// axpby_cpu.cc.
 #ifndef SCALE_LIB_KERNELS_AXPBY_H_
 #define SCALE_LIB_KERNELS_AXPBY_H_
 

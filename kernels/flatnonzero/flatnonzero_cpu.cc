@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// CPU twin of kernels/flatnonzero.cu: count, allocate exactly, fill.
+// CPU twin of kernels/flatnonzero/flatnonzero.cu: count, allocate exactly, fill.
 #include <cstdint>
 
 #include "cpu_float.h"

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// CPU twin of kernels/cumsum.cu: the same CumsumFn, run by the shared CPU scan launcher.
+// CPU twin of kernels/cumsum/cumsum.cu: the same CumsumFn, run by the shared CPU scan launcher.
 #include <cstdint>
 
 #include "cumsum.h"

@@ -3,8 +3,8 @@
 
 Compiled ahead of time by the build (tools/triton_aot.py), for every CUDA architecture of the
 build plus PTX, into the library; Triton is not needed at run time. The host side, which picks a
-specialisation and launches it on the caller's stream, is kernels/triton/silu_and_mul.cu; the CPU
-twin is kernels/silu_and_mul_cpu.cc, with the same math in kernels/silu_and_mul.h.
+specialisation and launches it on the caller's stream, is kernels/silu_and_mul/silu_and_mul.cu; the CPU
+twin is kernels/silu_and_mul/silu_and_mul_cpu.cc, with the same math in kernels/silu_and_mul/silu_and_mul.h.
 
 Inputs are contiguous rows: ``rows`` rows of ``2 * d`` elements in, ``d`` out. Each program
 handles one block of ``BLOCK`` columns of the rows ``row0, row0 + stride, ...`` (a grid-stride

@@ -2,7 +2,7 @@
 // CUDA implementation of softmax. The kernel specialised on the row length is compiled at the
 // first call by NVRTC (python/scale_lib/nvrtc_kernels/softmax.cu, through RuntimeKernel); this
 // file holds the launch and the ahead-of-time kernel for any row length, run where there is no
-// NVRTC or for rows too long to keep in registers. The CPU twin is kernels/softmax_cpu.cc.
+// NVRTC or for rows too long to keep in registers. The CPU twin is kernels/softmax/softmax_cpu.cc.
 #include <algorithm>
 #include <cstdint>
 #include <string>

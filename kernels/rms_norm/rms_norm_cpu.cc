@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// CPU twin of kernels/rms_norm.cu: the same math, one row at a time.
+// CPU twin of kernels/rms_norm/rms_norm.cu: the same math, one row at a time.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>

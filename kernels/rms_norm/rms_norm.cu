@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// CUDA rms_norm and its backward pieces. The CPU twin is kernels/rms_norm_cpu.cc.
+// CUDA rms_norm and its backward pieces. The CPU twin is kernels/rms_norm/rms_norm_cpu.cc.
 //
 // Forward: a row is normalised by a group of threads that keeps the row in registers, so x is
 // read from memory once. Narrow rows (up to 128 16-byte packs) share a warp among 4-32 threads

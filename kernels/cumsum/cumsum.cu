@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// CUDA implementation of cumsum: the math is CumsumFn (kernels/cumsum.h), run by
+// CUDA implementation of cumsum: the math is CumsumFn (kernels/cumsum/cumsum.h), run by
 // the shared scan launcher (kernels/scan.cuh: by shape, a warp per short row, a block per long
-// row, or reduce-then-scan over tiles for few long rows). The CPU twin is kernels/cumsum_cpu.cc.
+// row, or reduce-then-scan over tiles for few long rows). The CPU twin is
+// kernels/cumsum/cumsum_cpu.cc.
 #include <cstdint>
 
 #include "cumsum.h"
