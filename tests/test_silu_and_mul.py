@@ -195,7 +195,7 @@ def test_cpu_accuracy_on_every_input(dtype: str) -> None:
 def results_on_every_level_path() -> dict[str, np.ndarray]:
     """This op's CPU results (every gate input, and the backward) as raw bits; every op's
     bits on every instruction set: tests/test_cpu_simd.py."""
-    from scale_lib.ops import _silu_and_mul_backward
+    from scale_lib.ops.silu_and_mul import _silu_and_mul_backward
 
     results = {}
     for dtype in ["float16", "bfloat16", "float32", "float64"]:

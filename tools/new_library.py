@@ -346,10 +346,10 @@ def apply(name: str, ops: list[str], commit: bool, template_src: str | None = No
     for machinery in ("tools/check_template.py", "tools/new_library.py"):
         (ROOT / machinery).unlink()  # the template's own: the new project has no use for them
     format_files(rename_tree(name))
-    commit = came_from()
-    if template_src and commit:  # an update (copier passes its checkout of the template)
-        migrate_moved_files(name, template_src, commit)
-    migrate_ops_py(name, template_src, commit)
+    old = came_from()
+    if template_src and old:  # an update (copier passes its checkout of the template)
+        migrate_moved_files(name, template_src, old)
+    migrate_ops_py(name, template_src, old)
     if commit:
         initial_commit(name)
     return 0
