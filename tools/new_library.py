@@ -291,7 +291,7 @@ def module_head(text: str) -> str:
     return "".join(lines[:end])
 
 
-def migrate_ops_py(name: str, src: str | None, commit: str | None) -> None:
+def migrate_ops_py(name: str, src: str, commit: str) -> None:
     """A library made before ops were modules keeps its ops: each section of its
     python/<name>/ops.py becomes python/<name>/ops/<op>.py. Its own ops move as they are
     (registered in ops/__init__.py); an example op's new module is merged three ways with the
@@ -299,7 +299,7 @@ def migrate_ops_py(name: str, src: str | None, commit: str | None) -> None:
     legacy, package = ROOT / "python" / name / "ops.py", ROOT / "python" / name / "ops"
     if not (legacy.is_file() and LEGACY_SECTION.search(legacy.read_text())):
         return
-    old = template_file(src, commit, f"python/{OLD}/ops.py", name) if src and commit else None
+    old = template_file(src, commit, f"python/{OLD}/ops.py", name)
     header, ours = legacy_sections(legacy.read_text())
     base = legacy_sections(old)[1] if old else {}
     absolute = re.compile(r"^(\s*)from \.(_\w+) import", re.MULTILINE)
@@ -346,10 +346,10 @@ def apply(name: str, ops: list[str], commit: bool, template_src: str | None = No
     for machinery in ("tools/check_template.py", "tools/new_library.py"):
         (ROOT / machinery).unlink()  # the template's own: the new project has no use for them
     format_files(rename_tree(name))
-    old = came_from()
+    old = None if commit else came_from()
     if template_src and old:  # an update (copier passes its checkout of the template)
         migrate_moved_files(name, template_src, old)
-    migrate_ops_py(name, template_src, old)
+        migrate_ops_py(name, template_src, old)
     if commit:
         initial_commit(name)
     return 0
