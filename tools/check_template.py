@@ -339,7 +339,7 @@ def flow_update(work: Path) -> None:
         assert "(library edit)" in header, header[:600]
         assert "(upstream change)" in header, header[:600]
         # Each op's files are in its folder now: the library's edit of scale.cu went with it.
-        assert "(upstream edit)" in (dest / "kernels" / "scale" / "scale_cpu.cc").read_text()
+        assert "(upstream change)" in (dest / "kernels" / "scale" / "scale_cpu.cc").read_text()
         assert "library edit: a kernel of our own" in (dest / "kernels" / "scale" / "scale.cu").read_text()
         assert not (dest / "kernels" / "scale.cu").exists(), "kernels/scale.cu left beside kernels/scale/"
         ops = dest / "python" / "my_kernels" / "ops"
