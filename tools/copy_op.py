@@ -99,7 +99,10 @@ def example_files(old: str, library: str) -> list[Path]:
     files = []
     for path in remove["own_files"](old):
         relative = path.relative_to(ROOT).as_posix()
-        if relative.startswith("docs/_static/") or not named.search(relative.rsplit("/", 1)[-1]):
+        in_folder = relative.startswith(f"kernels/{old}/")  # the op's folder is its, whatever the names
+        if relative.startswith("docs/_static/") or not (
+            in_folder or named.search(relative.rsplit("/", 1)[-1])
+        ):
             continue
         files.append(path)
     return files
@@ -130,6 +133,7 @@ def copy_example(old: str, new: str, library: str) -> list[str]:
             target = next(t for t in copies if Path(t).name == rename(path.name))
             copies[target] = keep_imported_names(path.read_text(), copies[target], copied_modules)
     for target, body in copies.items():
+        (ROOT / target).parent.mkdir(parents=True, exist_ok=True)
         (ROOT / target).write_text(body)
     return list(copies)
 

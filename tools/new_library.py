@@ -21,6 +21,7 @@ made on first use; or from the running Python if it has them all.
 from __future__ import annotations
 
 import argparse
+import ast
 import keyword
 import re
 import runpy
@@ -242,7 +243,7 @@ def legacy_sections(text: str) -> tuple[str, dict[str, str]]:
 
 def came_from() -> str | None:
     """The template commit the library was made or last updated from (its committed answers)."""
-    show = subprocess.run(["git", "show", f"HEAD:{ANSWERS}"], cwd=ROOT, capture_output=True, text=True)
+    show = subprocess.run(["git", "show", f"HEAD:./{ANSWERS}"], cwd=ROOT, capture_output=True, text=True)
     found = re.search(r"^_commit: (\S+)", show.stdout, re.MULTILINE)
     return found.group(1) if found else None
 
@@ -268,9 +269,12 @@ def merge_into(target: Path, ours: str, base: str) -> None:
 def migrate_moved_files(name: str, src: str, commit: str) -> None:
     """Every file the template moved since ``commit`` (git's rename detection) that the library
     edited: its edits merged into the file's new place."""
-    listed = subprocess.run(
+    diff = subprocess.run(
         ["git", "-C", src, "diff", "--name-status", "-M", commit, "HEAD"], capture_output=True, text=True
-    ).stdout
+    )
+    if diff.returncode != 0:  # copier would drop the moved files the library edited: stop
+        sys.exit(f"error: cannot compare the template at {commit} with the new version: {diff.stderr}")
+    listed = diff.stdout
     rename = renamer(name)
     for old, new in re.findall(r"^R\d*\t(\S+)\t(\S+)$", listed, re.MULTILINE):
         before, after = ROOT / rename(old), ROOT / rename(new)
@@ -300,32 +304,44 @@ def migrate_ops_py(name: str, src: str, commit: str) -> None:
     if not (legacy.is_file() and LEGACY_SECTION.search(legacy.read_text())):
         return
     old = template_file(src, commit, f"python/{OLD}/ops.py", name)
+    if old is None:  # copier would drop ops.py and the library's ops with it: stop
+        sys.exit(f"error: no python/{OLD}/ops.py in the template at {commit} to merge the library's with")
     header, ours = legacy_sections(legacy.read_text())
-    base = legacy_sections(old)[1] if old else {}
+    base = legacy_sections(old)[1]
     absolute = re.compile(r"^(\s*)from \.(_\w+) import", re.MULTILINE)
 
     def absolute_imports(text: str) -> str:  # modules of ops/ import the package's by its name
         return absolute.sub(rf"\1from {name}.\2 import", text)
 
-    imports = [line for line in absolute_imports(header).splitlines() if re.match(r"(from|import) ", line)]
+    # The header's imports, one statement each however they were wrapped.
+    imports = [
+        ast.unparse(node)
+        for node in ast.parse(absolute_imports(header)).body
+        if isinstance(node, ast.Import | ast.ImportFrom) and getattr(node, "module", "") != "__future__"
+    ]
+    registry = package / "__init__.py"
     created = []
     for op, section in ours.items():
         module = package / f"{op}.py"
-        if not module.is_file():  # the library's own op
-            head = "# SPDX-License-Identifier: Apache-2.0\n"
-            head += f'"""{op}: its declaration, registered once, and its typed public function."""\n\n'
-            imported = "\n".join(line for line in imports if "__future__" not in line)
+        if op not in base:  # the library's own op
+            others = [o for o in ours if o != op and re.search(rf"(?<![\w.]){o}\(", section)]
+            lines = [*imports, f"from {name}._spec import ArrayT", *(f"from .{o} import {o}" for o in others)]
             module.write_text(
-                f"{head}from __future__ import annotations\n\n{imported}\n"
-                f"from {name}._spec import ArrayT\n\n\n{absolute_imports(section)}"
+                "# SPDX-License-Identifier: Apache-2.0\n"
+                f'"""{op}: its declaration, registered once, and its typed public function."""\n\n'
+                "from __future__ import annotations\n\n"
+                + "\n".join(lines)
+                + "\n\n\n"
+                + absolute_imports(section)
             )
-            registry = package / "__init__.py"
             text = registry.read_text()
-            at = re.search(r"^from \.\w+ import", text, re.MULTILINE).start()
+            lines_at = list(re.finditer(r"^from \.(\w+) import .*\n", text, re.MULTILINE))
+            after = [m for m in lines_at if m.group(1) < op]
+            at = after[-1].end() if after else (lines_at[0].start() if lines_at else len(text))
             registry.write_text(text[:at] + f"from .{op} import {op} as {op}\n" + text[at:])
             created.append(str(module))
-        elif op not in base:
-            print(f"note: {op}: no ops.py of the template at {commit} to merge with; its new module kept")
+        elif not module.is_file():
+            print(f"note: {op}: the library's section of an example op it no longer has is left out")
         elif section != base[op]:
             head = module_head(module.read_text())
             merge_into(module, head + absolute_imports(section), head + absolute_imports(base[op]))
@@ -334,7 +350,7 @@ def migrate_ops_py(name: str, src: str, commit: str) -> None:
         ruff = Path(sys.executable).with_name("ruff")
         ruff = str(ruff) if ruff.exists() else "ruff"
         subprocess.run([ruff, "check", "-q", "--fix", "--select", "F401,I001", *created], check=False)
-        subprocess.run([ruff, "format", "-q", *created, str(package / "__init__.py")], check=False)
+        subprocess.run([ruff, "format", "-q", *created, str(registry)], check=False)
 
 
 def apply(name: str, ops: list[str], commit: bool, template_src: str | None = None) -> int:

@@ -61,6 +61,11 @@ def declared_ops() -> list[str]:
     return REGISTRATION.findall(REGISTRY.read_text())
 
 
+def triton_kernels() -> list[Path]:
+    """The Triton kernels: kernels/<op>/<op>.py (and kernels/triton/<op>.py, an older layout)."""
+    return [p for p in ROOT.glob("kernels/*/*.py") if p.parent.name in (p.stem, "triton")]
+
+
 def own_files(name: str) -> list[Path]:
     """The files that are only ``name``'s: by their names, or marked ``op-file: NAME``."""
     patterns = [
@@ -82,6 +87,10 @@ def own_files(name: str) -> list[Path]:
         f"docs/_static/perf/*/{name}.*",
     ]
     named = {p for pattern in patterns for p in ROOT.glob(pattern) if p.is_file()}
+    # NAME_* patterns also match an op whose name starts with NAME_ (cumsum_fast's files for
+    # cumsum): those are the other op's.
+    longer = [op for op in declared_ops() if op.startswith(f"{name}_")]
+    named = {p for p in named if not any(re.search(rf"(?:^|[/_]){op}(?:[/._]|$)", p.name) for op in longer)}
     marked = {p for p, text in project_texts().items() if name in file_owners(text)}
     return sorted(named | marked)
 
@@ -218,7 +227,7 @@ def plan(name: str) -> tuple[list[Path], dict[Path, str]]:
         elif path == ANSWERS:
             new = without_answer(text, name)
         elif path == PYPROJECT:
-            triton_left = [p for p in ROOT.glob("kernels/*/*.py") if p not in files]
+            triton_left = [p for p in triton_kernels() if p not in files]
             new = with_triton_build(text, needed=bool(triton_left))
         new = without_op_blocks(new, name, markdown=path.suffix == ".md")
         if path.suffix == ".md":
