@@ -87,8 +87,8 @@ def own_files(name: str) -> list[Path]:
         f"docs/_static/perf/*/{name}.*",
     ]
     named = {p for pattern in patterns for p in ROOT.glob(pattern) if p.is_file()}
-    # NAME_* patterns also match an op whose name starts with NAME_ (cumsum_fast's files for
-    # cumsum): those are the other op's.
+    # NAME_* patterns also match an op whose name starts with NAME_ (norm_fast's files for
+    # norm): those are the other op's.
     longer = [op for op in declared_ops() if op.startswith(f"{name}_")]
     named = {p for p in named if not any(re.search(rf"(?:^|[/_]){op}(?:[/._]|$)", p.name) for op in longer)}
     marked = {p for p, text in project_texts().items() if name in file_owners(text)}
