@@ -45,6 +45,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import runpy
 import shutil
 import subprocess
 import sys
@@ -122,8 +123,7 @@ def check(name: str, dest: Path, *, docs: bool = True) -> None:
 
 def template_ops() -> list[str]:
     """The example ops of this template, as its ops/__init__.py registers them."""
-    text = (ROOT / "python" / "scale_lib" / "ops" / "__init__.py").read_text()
-    return re.findall(r"^from \.(\w+) import \1 as \1$", text, re.MULTILINE)
+    return runpy.run_path(str(ROOT / "tools" / "remove_op.py"))["declared_ops"]()
 
 
 # The generated libraries: (name, example ops kept, the op each removes after adding its own).

@@ -320,6 +320,7 @@ def migrate_ops_py(name: str, src: str, commit: str) -> None:
         if isinstance(node, ast.Import | ast.ImportFrom) and getattr(node, "module", "") != "__future__"
     ]
     registry = package / "__init__.py"
+    register_op = runpy.run_path(str(ROOT / "tools" / "new_op.py"))["register_op"]
     created = []
     for op, section in ours.items():
         module = package / f"{op}.py"
@@ -334,11 +335,7 @@ def migrate_ops_py(name: str, src: str, commit: str) -> None:
                 + "\n\n\n"
                 + absolute_imports(section)
             )
-            text = registry.read_text()
-            lines_at = list(re.finditer(r"^from \.(\w+) import .*\n", text, re.MULTILINE))
-            after = [m for m in lines_at if m.group(1) < op]
-            at = after[-1].end() if after else (lines_at[0].start() if lines_at else len(text))
-            registry.write_text(text[:at] + f"from .{op} import {op} as {op}\n" + text[at:])
+            register_op(registry, op)
             created.append(str(module))
         elif not module.is_file():
             print(f"note: {op}: the library's section of an example op it no longer has is left out")

@@ -11,6 +11,7 @@ import builtins
 import keyword
 import os
 import re
+import runpy
 import shutil
 import subprocess
 import sys
@@ -194,7 +195,7 @@ def shadowed_headers() -> set[str]:
                 names |= set(re.findall(r"#\s*include\s*[<\"](\w+)\.h[>\"]", source.read_text()))
     for folder in _include_dirs():
         names |= {p.stem for p in folder.glob("*.h")}
-    return names - existing_ops(library_name())
+    return names - existing_ops()
 
 
 def python_names_used(library: str) -> set[str]:
@@ -222,7 +223,7 @@ def op_name(name: str, library: str) -> str:
             f"error: op name {name!r} would make kernels/{name}/{name}.h shadow the header <{name}.h> "
             "(or clash with its macros); choose another name"
         )
-    if name in bound_names(library) - existing_ops(library):
+    if name in bound_names(library) - existing_ops():
         sys.exit(
             f"error: op name {name!r} is already bound by {library} (its package, its ops or its "
             "exported functions); the op would be hidden behind it. Choose another name"
@@ -230,6 +231,6 @@ def op_name(name: str, library: str) -> str:
     return name
 
 
-def existing_ops(library: str) -> set[str]:
-    registry = (ROOT / "python" / library / "ops" / "__init__.py").read_text()
-    return set(re.findall(r"^from \.(\w+) import \1 as \1$", registry, re.MULTILINE))
+def existing_ops() -> set[str]:
+    """The ops the library registers (tools/remove_op.py reads them)."""
+    return set(runpy.run_path(str(ROOT / "tools" / "remove_op.py"))["declared_ops"]())
