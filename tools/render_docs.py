@@ -20,6 +20,9 @@ The kinds of span (KINDS below; a fork adds its own the same way):
     pin DIST                     the release of DIST the build compiles against (build-system
                                  requires DIST==X)
     python                       the lowest Python, pyproject.toml's requires-python
+    ops FACT [FACT ...]          the public ops (`scale`, `axpby`) whose declaration (the OpSpec
+                                 in python/<package>/ops/<op>.py, read as source) has every FACT;
+                                 `!FACT` negates one; "none" when no op has them. FACTS below
 
 FORMAT: `n` (65,536), `pow2` (2^15), `bytes` (256 KiB, 2.7 MiB), `str`, `sm` (a list of GPU
 architectures: sm_75, sm_80), or a Python format spec (`.1f`). The support table's platform rows
@@ -222,7 +225,95 @@ def render_python(args: str) -> str:
     return m.group(1)
 
 
+# What a page may say about the declared ops, each read from the OpSpec call's keywords.
+FACTS: dict[str, Callable[[dict[str, ast.expr]], bool]] = {
+    "all": lambda kw: True,
+    "gradient": lambda kw: _set(kw.get("vjp")),  # differentiable (reverse mode)
+    "forward": lambda kw: _set(kw.get("jvp")) or _true(kw.get("linear")),  # forward mode too
+    "linear": lambda kw: _true(kw.get("linear")),
+    "data-sized": lambda kw: _keyword_true(kw.get("output"), "allocated_by_library"),  # no jit
+    "rows": lambda kw: any(_keyword_true(i, "rows") for i in _items(kw.get("inputs"))),
+    "ndim": lambda kw: any(_keyword_set(i, "min_ndim") for i in _items(kw.get("inputs"))[:1]),
+    "workspace": lambda kw: _set(kw.get("workspace")),
+    "triton": lambda kw: _true(kw.get("triton")),
+    "cpu": lambda kw: "devices" not in kw or "cpu" in ast.literal_eval(kw["devices"]),
+    "sharded": lambda kw: _set(kw.get("sharding")),
+    "elementwise": lambda kw: _literal(kw.get("sharding")) == "elementwise",
+    "rowwise": lambda kw: _literal(kw.get("sharding")) == "rows",
+    "reduction": lambda kw: _literal(kw.get("sharding")) == "reduction",
+}
+
+
+def _literal(node: ast.expr | None) -> object:
+    try:
+        return None if node is None else ast.literal_eval(node)
+    except ValueError:
+        return node  # not a literal: a function, a name
+
+
+def _set(node: ast.expr | None) -> bool:
+    return node is not None and _literal(node) is not None
+
+
+def _true(node: ast.expr | None) -> bool:
+    return _literal(node) is True
+
+
+def _keyword_true(call: ast.expr | None, name: str) -> bool:
+    return isinstance(call, ast.Call) and any(k.arg == name and _true(k.value) for k in call.keywords)
+
+
+def _keyword_set(call: ast.expr | None, name: str) -> bool:
+    return isinstance(call, ast.Call) and any(k.arg == name and _set(k.value) for k in call.keywords)
+
+
+def _items(node: ast.expr | None) -> list[ast.expr]:
+    return list(node.elts) if isinstance(node, ast.Tuple) else []
+
+
+def declared_ops() -> dict[str, dict[str, ast.expr]]:
+    """name -> the keywords of its OpSpec call, for every public op, in registration order (the
+    import lines of ops/__init__.py). A module-level name (`_WEIGHT`) is replaced by its value."""
+    package = next((ROOT / "python").glob("*/ops/__init__.py")).parent
+    order = re.findall(r"^from \.(\w+) import", (package / "__init__.py").read_text(), re.M)
+    ops: dict[str, dict[str, ast.expr]] = {}
+    for module in order:
+        tree = ast.parse((package / f"{module}.py").read_text())
+        names = {
+            t.id: node.value
+            for node in tree.body
+            if isinstance(node, ast.Assign)
+            for t in node.targets
+            if isinstance(t, ast.Name)
+        }
+
+        class Resolve(ast.NodeTransformer):
+            def visit_Name(self, node: ast.Name) -> ast.AST:
+                return names.get(node.id, node)
+
+        for call in ast.walk(tree):
+            if isinstance(call, ast.Call) and getattr(call.func, "id", "") == "OpSpec":
+                keywords = {k.arg: Resolve().visit(k.value) for k in call.keywords if k.arg}
+                if _literal(keywords.get("public")) is not False:
+                    ops[ast.literal_eval(call.args[0])] = keywords
+    return ops
+
+
+def render_ops(args: str) -> str:
+    wanted = args.split()
+    for fact in wanted:
+        if fact.lstrip("!") not in FACTS:
+            raise ValueError(f"unknown op fact {fact!r} (known: {', '.join(FACTS)})")
+    names = [
+        name
+        for name, keywords in declared_ops().items()
+        if all(FACTS[f.lstrip("!")](keywords) != f.startswith("!") for f in wanted)
+    ]
+    return ", ".join(f"`{n}`" for n in names) or "none"
+
+
 KINDS: dict[str, Callable[[str], str]] = {
+    "ops": render_ops,
     "const": render_const,
     "json": render_json,
     "floor": render_floor,
