@@ -12,14 +12,20 @@ back-to-back calls divided by N (N chosen so that a sample takes about two milli
 one untimed call; each case keeps the median over the samples. Every call allocates its result
 (PyTorch's and NumPy's expressions do). The frameworks use their default thread counts, the
 library its own (``SCALE_LIB_NUM_THREADS``), unless ``--threads`` sets both. Rows of ``HIDDEN``
-elements (an op whose rows hold two halves, a gate's: 2 x ``HIDDEN``, ``HALVES``); NumPy in float32 only (its
-bfloat16 is an extension type without its own arithmetic).
+elements (of ``CPU_ROW`` for an op whose file says so); NumPy in float32 only (its bfloat16 is an
+extension type without its own arithmetic).
+
+The cases come from the library's list of declared ops (``scale_lib.ops.OPS``): every public op
+with CPU kernels, with its attributes and PyTorch's and NumPy's own equivalents from its file
+``benchmarks/overhead/<op>.py``, the one bench_overhead.py reads. A public op without one is not
+measured, and the run says so.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import runpy
 import statistics
 import sys
 import time
@@ -27,100 +33,81 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common
 
 import scale_lib
+from scale_lib._spec import OpSpec
+from scale_lib.ops import OPS
 
 HIDDEN = 4096
 DECODE_ROWS = (1, 8, 64)
 LARGE_ROWS = (1024,)
 DTYPES = ("float32", "bfloat16")
-EPS = 1e-6
-# Ops whose input rows hold two halves of HIDDEN elements each (a gated activation's).
-HALVES: set[str] = set()
+# Each op's attributes and PyTorch's and NumPy's own ways to compute it: the file of
+# bench_overhead.py's cases, benchmarks/overhead/<op>.py (its "own" entries, the allocating ones),
+# with CPU_ROW where the op's rows are not HIDDEN elements long.
+CASES = Path(__file__).resolve().parent / "overhead"
 
 
-# op: silu_and_mul
-HALVES.add("silu_and_mul")
+def op_files() -> dict[str, tuple[OpSpec, dict[str, Any]]]:
+    """op -> (its declaration, its benchmarks/overhead/<op>.py) for every public op with CPU
+    kernels; an op without the file is not measured, and the run says so."""
+    files = {}
+    for spec in OPS:
+        if not spec.public or "cpu" not in spec.devices:
+            continue
+        path = CASES / f"{spec.name}.py"
+        module = runpy.run_path(str(path)) if path.is_file() else {}
+        if "own_torch" not in module:
+            print(
+                f"note: {spec.name} is not measured: write its attributes and own_torch (own_numpy) "
+                f"in benchmarks/overhead/{spec.name}.py (as in scale.py there)",
+                file=sys.stderr,
+            )
+            continue
+        files[spec.name] = (spec, module)
+    return files
 
 
-def _numpy_silu_and_mul(x: np.ndarray) -> np.ndarray:
-    d = x.shape[-1] // 2
-    a, b = x[..., :d], x[..., d:]
-    return a / (1 + np.exp(-a)) * b
+def _own(equivalents: dict[str, tuple[str, Callable[[], Any]]]) -> tuple[str, Callable[[], Any]]:
+    """(label, call) of a framework's allocating equivalent, from an own_<framework>'s entries."""
+    return next((label, fn) for label, (role, fn) in equivalents.items() if role == "own")
 
 
-# /op: silu_and_mul
-# op: rms_norm
-def _numpy_rms_norm(x: np.ndarray, w: np.ndarray) -> np.ndarray:
-    return x / np.sqrt(np.mean(np.square(x), axis=-1, keepdims=True) + EPS) * w
+def op_case(
+    spec: OpSpec, module: dict[str, Any], rows: int, dtype: str, g: Any
+) -> tuple[dict[str, Callable[[], Any]], dict[str, str]]:
+    """({implementation: call}, {framework: its equivalent's label}) for one op at ``rows`` rows
+    of ``dtype``; "numpy" in float32 only."""
+    import torch
+
+    shape = (rows, module.get("CPU_ROW", HIDDEN))
+    tensors = []
+    for i in spec.inputs:
+        t = torch.randn(shape if i.shape is None else tuple(i.shape(shape)), generator=g)
+        t = t.to(getattr(torch, dtype))
+        if spec.output.allocated_by_library:  # half the elements zero: an output sized by the data
+            t.view(-1)[::2] = 0
+        tensors.append(t)
+    attrs = tuple(module["ATTRS"])
+    public = getattr(scale_lib, spec.name)
+    label, own = _own(module["own_torch"](tuple(tensors), attrs, public(*tensors, *attrs)))
+    impls, labels = {"scale_lib": lambda: public(*tensors, *attrs), "torch": own}, {"torch": label}
+    if dtype == "float32" and "own_numpy" in module:
+        arrays = tuple(t.numpy() for t in tensors)  # the same memory
+        labels["numpy"], impls["numpy"] = _own(module["own_numpy"](arrays, attrs, public(*arrays, *attrs)))
+    return impls, labels
 
 
-# /op: rms_norm
-def cases(rows: int, dtype: str) -> dict[str, dict[str, Callable[[], Any]]]:
-    """op -> {implementation: call} for (rows, HIDDEN) inputs of ``dtype``; "numpy" in float32."""
+def cases(
+    rows: int, dtype: str, files: dict[str, tuple[OpSpec, dict[str, Any]]]
+) -> dict[str, tuple[dict[str, Callable[[], Any]], dict[str, str]]]:
+    """op -> ({implementation: call}, {framework: label}) for (rows, HIDDEN) inputs of ``dtype``."""
     import torch
 
     g = torch.Generator().manual_seed(rows)
-
-    def make(*shape: int) -> tuple[Any, Any]:
-        t = torch.randn(*shape, generator=g).to(getattr(torch, dtype))
-        return t, (t.numpy() if dtype == "float32" else None)
-
-    ops: dict[str, dict[str, Callable[[], Any]]] = {}
-    x, xn = make(rows, HIDDEN)
-    ops["scale"] = {
-        "scale_lib": lambda: scale_lib.scale(x, 2.0),
-        "torch": lambda: x * 2.0,
-        "numpy": lambda: np.multiply(xn, 2.0),
-    }
-    # op: axpby
-    y, yn = make(rows, HIDDEN)
-    ops["axpby"] = {
-        "scale_lib": lambda: scale_lib.axpby(x, y, 0.5, 2.0),
-        "torch": lambda: 0.5 * x + 2.0 * y,
-        "numpy": lambda: 0.5 * xn + 2.0 * yn,
-    }
-    # /op: axpby
-    # op: rms_norm
-    w, wn = make(HIDDEN)
-    ops["rms_norm"] = {
-        "scale_lib": lambda: scale_lib.rms_norm(x, w, EPS),
-        "torch": lambda: torch.nn.functional.rms_norm(x, (HIDDEN,), w, EPS),
-        "numpy": lambda: _numpy_rms_norm(xn, wn),
-    }
-    # /op: rms_norm
-    # op: l2_norm
-    ops["l2_norm"] = {
-        "scale_lib": lambda: scale_lib.l2_norm(x),
-        "torch": lambda: torch.linalg.vector_norm(x),
-        "numpy": lambda: np.linalg.norm(xn),
-    }
-    # /op: l2_norm
-    # op: flatnonzero
-    sparse, sparse_n = make(rows, HIDDEN)
-    sparse.view(-1)[::2] = 0  # half the elements zero (the NumPy array shares the memory)
-    ops["flatnonzero"] = {
-        "scale_lib": lambda: scale_lib.flatnonzero(sparse),
-        "torch": lambda: torch.nonzero(sparse.view(-1)),
-        "numpy": lambda: np.flatnonzero(sparse_n),
-    }
-    # /op: flatnonzero
-    # op: silu_and_mul
-    gate, gate_n = make(rows, 2 * HIDDEN)
-    ops["silu_and_mul"] = {
-        "scale_lib": lambda: scale_lib.silu_and_mul(gate),
-        "torch": lambda: torch.nn.functional.silu(gate[:, :HIDDEN]) * gate[:, HIDDEN:],
-        "numpy": lambda: _numpy_silu_and_mul(gate_n),
-    }
-    # /op: silu_and_mul
-    if dtype != "float32":
-        for impls in ops.values():
-            del impls["numpy"]
-    return ops
+    return {name: op_case(spec, module, rows, dtype, g) for name, (spec, module) in files.items()}
 
 
 def check(op: str, impls: dict[str, Callable[[], Any]]) -> None:
@@ -156,9 +143,10 @@ def per_call_us(
 
 def run(rows_list: tuple[int, ...], samples: int) -> list[dict[str, Any]]:
     results = []
+    files = op_files()
     for dtype in DTYPES:
         for rows in rows_list:
-            for op, impls in cases(rows, dtype).items():
+            for op, (impls, labels) in cases(rows, dtype, files).items():
                 check(op, impls)
                 us = per_call_us(impls, samples)
                 results.append(
@@ -166,9 +154,10 @@ def run(rows_list: tuple[int, ...], samples: int) -> list[dict[str, Any]]:
                         "op": op,
                         "dtype": dtype,
                         "rows": rows,
-                        "shape": [rows, 2 * HIDDEN if op in HALVES else HIDDEN],
+                        "shape": [rows, files[op][1].get("CPU_ROW", HIDDEN)],
                         "size": "large" if rows in LARGE_ROWS else "decode",
                         "us": us,
+                        "labels": labels,
                     }
                 )
                 cells = "  ".join(f"{k} {v:9.1f}" for k, v in us.items())
@@ -177,13 +166,21 @@ def run(rows_list: tuple[int, ...], samples: int) -> list[dict[str, Any]]:
 
 
 def report(data: dict[str, Any]) -> list[str]:
+    longer = {r["op"]: r["shape"][-1] for r in data["results"] if r["shape"][-1] != HIDDEN}
+    own = {r["op"]: r.get("labels", {}) for r in data["results"]}
     out = [
         "### CPU ops against PyTorch's own and NumPy's own",
         "",
-        f"Microseconds per call (median), rows of {HIDDEN} ({', '.join(sorted(HALVES)) or 'none'} "
-        f"of two halves: 2 x {HIDDEN}); "
-        f"torch {data['environment'].get('torch', '?')} on {data['threads']} threads, scale_lib on "
-        f"{data['scale_lib_threads']}.",
+        f"Microseconds per call (median), rows of {HIDDEN} elements"
+        + "".join(f", `{op}`'s of {n}" for op, n in longer.items())
+        + f"; torch {data['environment'].get('torch', '?')} on {data['threads']} threads, scale_lib on "
+        f"{data['scale_lib_threads']}. The frameworks' own: "
+        + "; ".join(
+            f"`{op}` " + ", ".join(f"`{label}`" for label in labels.values())
+            for op, labels in own.items()
+            if labels
+        )
+        + ".",
         "",
         "| op | dtype | rows | scale_lib | torch | numpy | vs torch | target |",
         "|---|---|---|---|---|---|---|---|",

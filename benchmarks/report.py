@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import runpy
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -32,6 +33,16 @@ def _by(rows: list[dict], *keys: str) -> dict:
 
 def _mark(ok: bool) -> str:
     return "met" if ok else "**missed**"
+
+
+# The decode step, a chain of several ops: its own file, deleted with any of them.
+DECODE_STEP = HERE / "overhead" / "decode_step.py"
+
+
+def decode_step() -> dict | None:
+    """The functions of benchmarks/overhead/decode_step.py (``measure``, ``plot``, ``section``),
+    or None where the library lacks one of the ops it chains."""
+    return runpy.run_path(str(DECODE_STEP)) if DECODE_STEP.is_file() else None
 
 
 # Host-overhead targets (bench_overhead.py), microseconds.
@@ -103,9 +114,9 @@ def overhead_section(data: dict) -> list[str]:
             "equivalent: " + _verdict(counts["own"], misses["own"]),
             "",
         ]
-    # op: rms_norm, axpby
-    out += _decode_section(data.get("decode", []), data.get("capture", []))
-    # /op: rms_norm, axpby
+    step = decode_step()
+    if step is not None:
+        out += step["section"](data.get("decode", []), data.get("capture", []))
     return out
 
 
@@ -127,70 +138,6 @@ def _overhead_checks(us: dict[str, float]) -> dict[str, bool]:
     return checks
 
 
-# op: rms_norm, axpby
-def _decode_section(rows: list[dict], capture: list[dict]) -> list[str]:
-    if not rows:
-        return []
-    out = [
-        "### Decode step",
-        "",
-        "One transformer layer's norms and elementwise work on `(B, 4096)` bfloat16: 2 x `rms_norm` "
-        "+ 2 x `scale` + 2 x `axpby`, against the same chain written with the framework's own ops "
-        "(PyTorch: `F.rms_norm`, `*`, `+`, `torch.add(alpha=)`; JAX: `jax.numpy`, which XLA fuses "
-        "under `jax.jit`). Microseconds per step, median.",
-        "",
-        "| arrays | mode | B | scale_lib | framework's ops | framework / scale_lib "
-        "| target: faster, and works |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    met = []
-    for r in rows:
-        t = {i["label"]: i["median_us"] for i in r["impls"]}
-        ours = t.get("scale_lib")
-        theirs = next((us for label, us in t.items() if label != "scale_lib"), None)
-        timed = ours is not None and theirs is not None
-        ok = timed and ours < theirs and all(r["works"].values())
-        met.append(ok)
-        broken = [name for name, works in r["works"].items() if not works]
-        errors = r.get("errors", {})
-        note = "; ".join(f"{name}: {errors.get(name, 'wrong result')}" for name in broken)
-        note = note.replace("|", "/").replace("\n", " ")  # inside a table cell
-        out.append(
-            _row(
-                r["array"],
-                r["mode"],
-                r["batch"],
-                _us({"median_us": ours} if ours is not None else None),
-                _us({"median_us": theirs} if theirs is not None else None),
-                f"{theirs / ours:.2f}x" if timed else "-",
-                _mark(ok) + (f" ({note})" if note else ""),
-            )
-        )
-    missed = [f"{r['array']} {r['mode']} B={r['batch']}" for r, ok in zip(rows, met, strict=True) if not ok]
-    out += [
-        "",
-        "- Target scale_lib's chain faster than the framework's own in every mode: "
-        + _verdict(len(met), missed),
-    ]
-    for r in rows:
-        if r.get("handover_us"):
-            cells = ", ".join(f"{key} {us:.0f}" for key, us in r["handover_us"].items())
-            out.append(
-                f"- {r['array']} B={r['batch']}, one step right after one step of the other chain "
-                f"(µs, median; not part of the targets): {cells}."
-            )
-    for c in capture:
-        ok = c["graphs"] == 1 and c["graph_breaks"] == 0 and c["scale_lib_ops_in_graph"] == 6
-        reasons = f" ({'; '.join(c['break_reasons'])})" if c["break_reasons"] else ""
-        out.append(
-            f"- Target the chain traced whole by `torch.compile` ({c['array']}: {c['graphs']} graph(s), "
-            f"{c['graph_breaks']} break(s){reasons}, {c['scale_lib_ops_in_graph']} of 6 scale_lib ops "
-            f"in the graph): {_mark(ok)}."
-        )
-    return [*out, ""]
-
-
-# /op: rms_norm, axpby
 def _us(impl: dict | None, label: bool = False) -> str:
     if impl is None:
         return "-"

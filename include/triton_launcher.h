@@ -6,7 +6,7 @@
 // point, with the launch data Triton decided when it compiled. An op's launcher
 // (kernels/<op>/<op>.cu) does the usual steps, then:
 //
-//   static const TritonKernel kernel(FindTritonKernel(kSiluAndMulTritonKernels, "entry_name"));
+//   static const TritonKernel kernel(FindTritonKernel(kMyOpTritonKernels, "entry_name"));
 //   kernel.Launch(grid, x.device(), stream, out_ptr, x_ptr, rows, d);  // the kernel's arguments
 //
 // Launch passes the arguments in the kernel's order (pointers as void*, integers as the width of

@@ -38,25 +38,6 @@ def random_data(shape: tuple[int, ...], seed: int) -> np.ndarray:
     return np.asarray(np.random.default_rng(seed).standard_normal(shape), dtype=np.float64)
 
 
-# op: rms_norm
-def rms_norm_reference(x: np.ndarray, weight: np.ndarray | None, eps: float) -> np.ndarray:
-    x = x.astype(np.float64)
-    y = x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps)
-    return y if weight is None else y * weight.astype(np.float64)
-
-
-def rms_norm_grad_reference(x, weight, grad, eps):
-    """(grad_x, grad_weight) of sum(rms_norm(x, weight) * grad), in float64."""
-    x, grad = x.astype(np.float64), grad.astype(np.float64)
-    w = np.ones(x.shape[-1]) if weight is None else weight.astype(np.float64)
-    rstd = 1 / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps)
-    dot = np.sum(w * grad * x, axis=-1, keepdims=True)
-    grad_x = rstd * w * grad - rstd**3 * dot * x / x.shape[-1]
-    grad_w = np.sum((grad * x * rstd).reshape(-1, x.shape[-1]), axis=0)
-    return grad_x, (None if weight is None else grad_w)
-
-
-# /op: rms_norm
 def scale_reference(x: np.ndarray, factor: float) -> np.ndarray:
     """``x * factor`` in float64, ``x`` being the float64 copy of the (rounded) input."""
     return x.astype(np.float64) * np.float64(factor)

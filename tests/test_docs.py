@@ -326,9 +326,12 @@ def _no_stray_env(monkeypatch: pytest.MonkeyPatch) -> None:
     os.environ.setdefault("PYTHONDONTWRITEBYTECODE", "1")
 
 
-# -- op blocks: the parts of shared files that are one op's ---------------------------------------
-MD_MARK = re.compile(r"<!-- (/?)op: (\w+(?:, \w+)*) -->")
-CODE_MARK = re.compile(r"^[ \t]*(?:#|//) (/?)op: (\w+(?:, \w+)*)[ \t]*$", re.MULTILINE)
+# -- what belongs to one op: its files, never a block of a shared one ------------------------------
+# The old markers of an op's part of a shared file; a shared file says the rule and lists the ops
+# of a kind with a render span instead (<!-- render: ops linear -->).
+OP_BLOCK = re.compile(
+    r"<!-- /?op: \w+(?:, \w+)* -->|^[ \t]*(?:#|//) /?op: \w+(?:, \w+)*[ \t]*$", re.MULTILINE
+)
 
 
 def _remover() -> dict:
@@ -338,9 +341,10 @@ def _remover() -> dict:
 
 
 @pytest.mark.skipif(not (ROOT / "tools" / "remove_op.py").is_file(), reason="no tools/remove_op.py here")
-def test_op_blocks_are_closed_and_name_declared_ops() -> None:
-    # tools/remove_op.py (and the template's generator) delete an op's blocks and op-file files with
-    # the op: an unclosed block or a misspelt name would leave its code behind.
+def test_shared_files_hold_no_op_blocks_and_op_files_name_declared_ops() -> None:
+    # tools/remove_op.py deletes an op's own files (named for it, or saying `op-file: <op>` in
+    # their first lines) and cuts nothing out of shared files: a passage about one op in a
+    # shared file would be left behind in a library without it.
     from scale_lib.ops import OPS
 
     remove = _remover()
@@ -348,44 +352,65 @@ def test_op_blocks_are_closed_and_name_declared_ops() -> None:
     problems = []
     for path, text in remove["project_texts"]().items():
         where = path.relative_to(ROOT)
-        marks = (MD_MARK if path.suffix == ".md" else CODE_MARK).findall(text)
+        if (
+            path.suffix in {".md", ".py", ".h", ".cuh", ".cu", ".cc", ".yml", ".toml", ".txt"}
+            or path.name == "run"
+        ):
+            problems += [f"{where}: op block {m.group(0).strip()!r}" for m in OP_BLOCK.finditer(text)]
         owners = remove["file_owners"](text)
-        open_blocks: list[str] = []
-        for closing, ops in marks:
-            problems += [
-                f"{where}: op block of {n}, which the library does not declare"
-                for n in ops.split(", ")
-                if n not in declared
-            ]
-            if not closing:
-                open_blocks.append(ops)
-            elif not open_blocks or open_blocks.pop() != ops:
-                problems.append(f"{where}: /op: {ops} closes no op: {ops} block")
-        problems += [f"{where}: op block of {n} is not closed" for n in open_blocks]
         problems += [f"{where}: op-file of {n}, which the library lacks" for n in owners - declared]
-    assert not problems, "\n".join(problems)
+    assert not problems, "move the passage into the op's own files, or list the ops with a render span:\n" + (
+        "\n".join(problems)
+    )
 
 
 @pytest.mark.skipif(not (ROOT / "tools" / "remove_op.py").is_file(), reason="no tools/remove_op.py here")
-def test_removing_an_op_removes_its_blocks() -> None:
+def test_removing_an_op_removes_its_rows_owned_files_and_answer() -> None:
     remove = _remover()
-    text = "a\n<!-- op: foo -->\nfoo's code\n<!-- /op: foo -->\nb <!-- op: foo -->inline<!-- /op: foo -->.\n"
-    assert remove["without_op_blocks"](text, "foo") == "a\nb .\n"
-    assert remove["without_op_blocks"](text, "bar") == text
-    # In Markdown the paragraph gap closes up, and no blank line is left at the end of the file.
-    page = "a\n\n<!-- op: foo -->\nfoo's text\n<!-- /op: foo -->\n\nb\n\n"
-    page += "<!-- op: foo -->\nc\n<!-- /op: foo -->\n"
-    assert remove["without_op_blocks"](page, "foo", markdown=True) == "a\n\nb\n"
-    code = "a = 1\n    # op: foo, bar\n    b = foo()\n    # /op: foo, bar\n// op: bar\nc\n// /op: bar\nd\n"
-    assert remove["without_op_blocks"](code, "foo") == "a = 1\n// op: bar\nc\n// /op: bar\nd\n"
-    assert remove["without_op_blocks"](code, "bar") == "a = 1\nd\n"
-    assert remove["without_op_blocks"](code, "fo") == code
     table = "| op | x |\n| --- | --- |\n| `foo(x)` | 1 |\n| `foo` backward | 2 |\n| `foobar` | 3 |\n"
     assert remove["without_table_rows"](table, "foo") == "| op | x |\n| --- | --- |\n| `foobar` | 3 |\n"
     assert remove["file_owners"]("# SPDX\n# op-file: foo, bar\n") == {"foo", "bar"}
     assert (
         remove["without_answer"]("_commit: x\nops: scale,foo,bar\n", "foo") == "_commit: x\nops: scale,bar\n"
     )
+
+
+@pytest.mark.skipif(not (ROOT / "tools" / "render_docs.py").is_file(), reason="no tools/render_docs.py here")
+def test_ops_spans_read_each_declaration_as_the_library_does() -> None:
+    # render_docs reads the OpSpec calls as source (it runs where the library is not built):
+    # each fact it reads agrees with the declarations the library registered.
+    from scale_lib.ops import OPS
+
+    facts = _renderer()
+    public = [spec for spec in OPS if spec.public]
+    runtime = {
+        "all": lambda spec: True,
+        "gradient": lambda spec: spec.vjp is not None,
+        "forward": lambda spec: spec.jvp is not None or spec.linear,
+        "linear": lambda spec: spec.linear,
+        "data-sized": lambda spec: spec.output.allocated_by_library,
+        "rows": lambda spec: any(i.rows for i in spec.inputs),
+        "ndim": lambda spec: spec.inputs[0].min_ndim > 0,
+        "workspace": lambda spec: spec.workspace is not None,
+        "triton": lambda spec: spec.triton,
+        "cpu": lambda spec: "cpu" in spec.devices,
+        "sharded": lambda spec: spec.sharding is not None,
+        "elementwise": lambda spec: spec.sharding == "elementwise",
+        "rowwise": lambda spec: spec.sharding == "rows",
+        "reduction": lambda spec: spec.sharding == "reduction",
+    }
+    assert set(runtime) == set(facts["FACTS"])
+
+    def listed(names: list[str]) -> str:
+        return ", ".join(f"`{n}`" for n in sorted(names)) or "none"
+
+    for fact, holds in runtime.items():
+        assert facts["render_ops"](fact) == listed([spec.name for spec in public if holds(spec)]), fact
+        assert facts["render_ops"](f"!{fact}") == listed([spec.name for spec in public if not holds(spec)]), (
+            fact
+        )
+    with pytest.raises(ValueError, match="unknown op fact 'fast'"):
+        facts["render_ops"]("fast")
 
 
 # template-only:begin

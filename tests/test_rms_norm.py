@@ -38,11 +38,27 @@ from reference import (
     REDUCTION_TOLERANCES,
     assert_close,
     random_data,
-    rms_norm_grad_reference,
-    rms_norm_reference,
 )
 
 import scale_lib
+
+
+def rms_norm_reference(x: np.ndarray, weight: np.ndarray | None, eps: float) -> np.ndarray:
+    x = x.astype(np.float64)
+    y = x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps)
+    return y if weight is None else y * weight.astype(np.float64)
+
+
+def rms_norm_grad_reference(x, weight, grad, eps):
+    """(grad_x, grad_weight) of sum(rms_norm(x, weight) * grad), in float64."""
+    x, grad = x.astype(np.float64), grad.astype(np.float64)
+    w = np.ones(x.shape[-1]) if weight is None else weight.astype(np.float64)
+    rstd = 1 / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps)
+    dot = np.sum(w * grad * x, axis=-1, keepdims=True)
+    grad_x = rstd * w * grad - rstd**3 * dot * x / x.shape[-1]
+    grad_w = np.sum((grad * x * rstd).reshape(-1, x.shape[-1]), axis=0)
+    return grad_x, (None if weight is None else grad_w)
+
 
 # The example call the cross-cutting suites (bad input, threads, lifetimes, the ABI) make.
 CASE = OpCase(
@@ -442,22 +458,16 @@ def test_output_that_is_the_same_array_as_a_read_only_argument_is_refused() -> N
     np.testing.assert_array_equal(w, before)
 
 
-def _rms_norm_reference(x: np.ndarray, w: np.ndarray | None, eps: float) -> np.ndarray:
-    x64 = x.astype(np.float64)
-    r = x64 / np.sqrt(np.mean(x64 * x64, axis=-1, keepdims=True) + eps)
-    return r * w if w is not None else r
-
-
 def test_interleaved_views_of_one_buffer_are_disjoint() -> None:
     wide = np.random.default_rng(1).uniform(-1, 1, size=(5, 8)).astype(np.float32)
     x = wide[:, :4]
-    expected = _rms_norm_reference(x, None, 1e-6)
+    expected = rms_norm_reference(x, None, 1e-6)
     LIB.rms_norm(wide[:, 4:], x, None, 1e-6)
     np.testing.assert_allclose(wide[:, 4:], expected, rtol=1e-5, atol=1e-6)
     np.testing.assert_array_equal(wide[:, :4], x)
     # And the other way round, with a gap: out at columns 0-2, x at 4-6.
     wide = np.random.default_rng(2).uniform(-1, 1, size=(5, 8)).astype(np.float32)
-    expected = _rms_norm_reference(wide[:, 4:7], None, 1e-6)
+    expected = rms_norm_reference(wide[:, 4:7], None, 1e-6)
     LIB.rms_norm(wide[:, 0:3], wide[:, 4:7], None, 1e-6)
     np.testing.assert_allclose(wide[:, 0:3], expected, rtol=1e-5, atol=1e-6)
 
@@ -479,7 +489,7 @@ def test_weight_that_is_a_row_of_x_written_in_place_is_refused() -> None:
 def test_weight_beside_x_in_one_buffer_is_accepted() -> None:
     buffer = np.random.default_rng(4).uniform(0.5, 2, size=(5, 8)).astype(np.float32)
     x, weight = buffer[:4], buffer[4]
-    expected = _rms_norm_reference(x, weight, 1e-6)
+    expected = rms_norm_reference(x, weight, 1e-6)
     LIB.rms_norm(x, x, weight, 1e-6)
     np.testing.assert_allclose(x, expected, rtol=1e-5)
 

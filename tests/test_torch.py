@@ -71,28 +71,24 @@ def test_no_grad_and_inference_mode_take_the_direct_path(backend: Backend) -> No
     assert z.is_inference()
 
 
-# op: rms_norm
 @pytest.mark.parametrize("backend", TORCH_BACKENDS, indirect=True)
 def test_module_weights_take_the_direct_path_without_grad(backend: Backend) -> None:
     # A module's weight is an nn.Parameter: under no_grad (inference) the call goes straight to
     # the library, with grad enabled through the custom op, so that autograd sees it.
     from scale_lib._torch import ADAPTER
+    from scale_lib.ops.scale import _scale
 
-    x, weight = _randn(backend, 3, 8), torch.nn.Parameter(_randn(backend, 8))
-    from scale_lib.ops.rms_norm import _rms_norm
-
-    op = _rms_norm.op
+    weight = torch.nn.Parameter(_randn(backend, 8))
     with torch.no_grad():
-        assert not ADAPTER.takes_call(op, (x, weight))
-        y = scale_lib.rms_norm(x, weight)
-    assert ADAPTER.takes_call(op, (x, weight))
-    expected = torch.nn.functional.rms_norm(x, (8,), weight.detach(), 1e-6)
-    assert_close(backend.to_numpy(y), backend.to_numpy(expected), "float32")
-    scale_lib.rms_norm(x, weight).sum().backward()
+        assert not ADAPTER.takes_call(_scale.op, (weight,))
+        y = scale_lib.scale(weight, 2.0)
+    assert not y.requires_grad
+    assert ADAPTER.takes_call(_scale.op, (weight,))
+    assert_close(backend.to_numpy(y), backend.to_numpy(weight.detach() * 2.0), "float32")
+    scale_lib.scale(weight, 2.0).sum().backward()
     assert weight.grad is not None and weight.grad.shape == (8,)
 
 
-# /op: rms_norm
 @pytest.mark.parametrize("backend", TORCH_BACKENDS, indirect=True)
 def test_out_with_autograd_is_rejected(backend: Backend) -> None:
     x = _randn(backend, 4, requires_grad=True)

@@ -7,7 +7,7 @@
      hold of a library mechanically: no file names an op it does not have (git grep of every
      template op it dropped finds nothing), and its own tests check that every session its
      workflows and .ci/run name and every <lib>.<name> its docs call exist;
-  1b. generate each example op alone and every example op but one: no file names an op the library
+  1b. generate each example op alone: no file names an op the library
      lacks, its Python passes ruff (check and format), and its own checks that need no build
      (sessions, paths and included regions its docs, .ci/run and workflows name) pass;
   2. in each of the three, as docs/adding_an_op.md and docs/scan.md say: add silu_mul, an
@@ -183,15 +183,12 @@ STATIC_CHECKS = "session or path_named or literalinclude or workflow_parser or n
 
 
 def flow_combinations(work: Path) -> None:
-    """Each example op alone, and every example op but one: what each generated library names,
-    it has. A name left dangling by pruning is an op's name outside that op's blocks, or inside
-    a block kept for another op: the library without that op (all but one) or with only the
-    block's op (alone) shows it, whatever the other ops; every subset would grow as 2^n."""
+    """Each example op alone: what each generated library names, it has. Pruning deletes an
+    op's own files and cuts nothing out of shared ones, so a name left dangling is an op's name
+    in a shared file (or in a file of another op): every library without that op shows it."""
     every = [op for op in template_ops() if op != "scale"]
     covered = [sorted(ops) for _, ops, _ in libraries()]
-    alone = [[op] for op in every]
-    all_but_one = [[other for other in every if other != op] for op in every]
-    choices = [c for c in alone + all_but_one if c]
+    choices = [[op] for op in every]
     more = len([c for c in choices if sorted(c) not in covered])
     with step(f"generate {more} more op choices; names, lint, static checks"):
         for ops in choices:

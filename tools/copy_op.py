@@ -8,10 +8,9 @@ names and text (``op``, ``Op``, ``OP``), and adds the copy's export and README r
 builds and passes its tests as copied; then change its math, reference and docs page.
 
 What is not copied: the example's measured results, files that hold it together with others
-(``op-file:`` files not named for it, such as a suite of the NVRTC cache), and its blocks in
-shared pages. A framework's function of the op's name (``torch.<op>``, ``np.<op>``) keeps its
-name: it is the reference the copy is checked against, as a shared test helper is (imported
-under the copy's name).
+(``op-file:`` files not named for it, such as an example of two ops). A framework's function of
+the op's name (``torch.<op>``, ``np.<op>``) keeps its name: it is the reference the copy is
+checked against, as a shared test helper is (imported under the copy's name).
 """
 
 from __future__ import annotations

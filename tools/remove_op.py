@@ -3,20 +3,16 @@
 
 Deletes the op's own files (its folder kernels/NAME/, and kernels/NAME*, kernels/cubin/NAME*,
 kernels/triton/NAME* where a library made before ops had folders keeps them,
-bindings/NAME_binding.cc, python/scale_lib/ops/NAME.py, tests/test_NAME.py, docs/kernels/NAME.md,
+bindings/NAME_binding.cc, python/scale_lib/ops/NAME.py and nvrtc_kernels/NAME.cu, tests/test_NAME.py
+and test_NAME_*.py, docs/kernels/NAME.md,
 benchmarks/bench_NAME.py, report_NAME.py and overhead/NAME.py, measured results
 docs/_static/perf/*/NAME.*), its registration line in python/scale_lib/ops/__init__.py, its
-export from the package's __init__.py and its name in .copier-answers.yml. In every other file of the
-project it deletes what is marked as the op's (a file shared by several ops says which parts are
-whose, so that it keeps its general part):
-
-- blocks: ``<!-- op: NAME -->`` ... ``<!-- /op: NAME -->`` in Markdown (on lines of their own or
-  within a line), ``# op: NAME`` ... ``# /op: NAME`` and ``// op: NAME`` ... ``// /op: NAME`` on
-  lines of their own in code. A block may name several ops (``# op: a, b``, closed by the
-  same list): it goes with the first of them removed;
-- files: one that says ``op-file: NAME[, ...]`` in a comment of its first ten lines;
-- Markdown table rows whose first cell starts with the op's name in backquotes (``| `NAME` |``,
-  ``| `NAME(x)` |``).
+export from the package's __init__.py and its name in .copier-answers.yml; a file shared by
+several ops says so in a comment of its first ten lines (``op-file: NAME[, ...]``) and goes with
+any of them; Markdown table rows whose first cell starts with the op's name in backquotes
+(``| `NAME` |``, ``| `NAME(x)` |``) go too. Shared pages name no example op: they list the ops
+of a kind with a render span (``<!-- render: ops linear -->``, tools/render_docs.py), rendered
+again here.
 
 When no Triton kernel is left, pyproject.toml's Triton build requirement is commented out.
 
@@ -28,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import runpy
 import subprocess
 import sys
 from pathlib import Path
@@ -42,13 +39,7 @@ ANSWERS = ROOT / ".copier-answers.yml"
 KEEP = {"scale": "the docs (docs/writing_a_kernel.md, docs/architecture.md) walk through its files"}
 # Output and environments, never the project's own text (where git cannot tell).
 NOT_PROJECT = {".git", "build", "dist", ".nox", "_build", "_generated", "__pycache__"}
-OPS = r"(\w+(?:, \w+)*)"  # the op list of a marker
-BLOCKS = re.compile(
-    rf"<!-- op: {OPS} -->.*?<!-- /op: \1 -->\n?"  # Markdown, a block or within a line
-    rf"|^[ \t]*(#|//) op: {OPS}[ \t]*\n.*?^[ \t]*\2 /op: \3[ \t]*\n",  # code, lines of their own
-    re.DOTALL | re.MULTILINE,
-)
-FILE_MARK = re.compile(rf"(?:#|//|<!--) op-file: {OPS}")
+FILE_MARK = re.compile(r"(?:#|//|<!--) op-file: (\w+(?:, \w+)*)")
 # pyproject.toml's Triton build requirement: needed while an op's folder holds a Triton kernel.
 PYPROJECT = ROOT / "pyproject.toml"
 TRITON_BUILD = re.compile(
@@ -78,7 +69,9 @@ def own_files(name: str) -> list[Path]:
         f"kernels/triton/{name}_*",
         f"bindings/{name}_binding.cc",
         f"{PACKAGE.relative_to(ROOT).as_posix()}/ops/{name}.py",
+        f"{PACKAGE.relative_to(ROOT).as_posix()}/nvrtc_kernels/{name}.cu",
         f"tests/test_{name}.py",
+        f"tests/test_{name}_*.py",
         f"docs/kernels/{name}.md",
         f"benchmarks/bench_{name}.py",
         f"benchmarks/bench_{name}_*.py",
@@ -131,26 +124,6 @@ def file_owners(text: str) -> set[str]:
     """The ops a file says it belongs to (``op-file: a, b`` in its first ten lines)."""
     head = "\n".join(text.splitlines()[:10])
     return {op for m in FILE_MARK.finditer(head) for op in m.group(1).split(", ")}
-
-
-def without_op_blocks(text: str, name: str, markdown: bool = False) -> str:
-    """``text`` without the blocks marked as ``name``'s (or as one of several ops' with it). In
-    Markdown, the blank lines around a removed block close up to one (a paragraph's gap)."""
-    gone = "\x00"
-
-    def drop(match: re.Match[str]) -> str:
-        ops = (match.group(1) or match.group(3)).split(", ")
-        return gone if name in ops else match.group(0)
-
-    previous = None
-    while previous != text:  # a block of another op may enclose one of this op
-        previous, text = text, BLOCKS.sub(drop, text)
-    if markdown:
-        text = re.sub(rf"(\n*)(?:{gone})+(\n*)", lambda m: "\n" * min(len(m[1]) + len(m[2]), 2), text)
-    text = text.replace(gone, "")
-    if previous is not None and text != previous and text.strip():
-        text = text.rstrip("\n") + "\n"  # no blank lines left at the end of the file
-    return text
 
 
 def without_table_rows(text: str, name: str) -> str:
@@ -229,7 +202,6 @@ def plan(name: str) -> tuple[list[Path], dict[Path, str]]:
         elif path == PYPROJECT:
             triton_left = [p for p in triton_kernels() if p not in files]
             new = with_triton_build(text, needed=bool(triton_left))
-        new = without_op_blocks(new, name, markdown=path.suffix == ".md")
         if path.suffix == ".md":
             new = without_table_rows(new, name)
         if new != text:
@@ -250,6 +222,9 @@ def apply(files: list[Path], edits: dict[Path, str]) -> None:
     remove_empty_folders(files)
     for path, text in edits.items():
         path.write_text(text, encoding="utf-8")
+    render_docs = ROOT / "tools" / "render_docs.py"
+    if render_docs.is_file():  # the pages' lists of ops of a kind
+        runpy.run_path(str(render_docs))["render_ops_spans"]()
 
 
 def check_removable(name: str) -> None:

@@ -20,7 +20,7 @@ The kinds of span (KINDS below; a fork adds its own the same way):
     pin DIST                     the release of DIST the build compiles against (build-system
                                  requires DIST==X)
     python                       the lowest Python, pyproject.toml's requires-python
-    ops FACT [FACT ...]          the public ops (`scale`, `axpby`) whose declaration (the OpSpec
+    ops FACT [FACT ...]          the public ops, by name (`axpby`, `scale`), whose declaration (the OpSpec
                                  in python/<package>/ops/<op>.py, read as source) has every FACT;
                                  `!FACT` negates one; "none" when no op has them. FACTS below
 
@@ -271,29 +271,36 @@ def _items(node: ast.expr | None) -> list[ast.expr]:
     return list(node.elts) if isinstance(node, ast.Tuple) else []
 
 
+class _Resolve(ast.NodeTransformer):
+    """Replaces each module-level name by the expression assigned to it."""
+
+    def __init__(self, names: dict[str, ast.expr]) -> None:
+        self.names = names
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        return self.names.get(node.id, node)
+
+
 def declared_ops() -> dict[str, dict[str, ast.expr]]:
-    """name -> the keywords of its OpSpec call, for every public op, in registration order (the
-    import lines of ops/__init__.py). A module-level name (`_WEIGHT`) is replaced by its value."""
+    """name -> the keywords of its OpSpec call, for every public op of a module the registry
+    (ops/__init__.py) imports. A module-level name (`_WEIGHT`) is replaced by its value."""
     package = next((ROOT / "python").glob("*/ops/__init__.py")).parent
     order = re.findall(r"^from \.(\w+) import", (package / "__init__.py").read_text(), re.M)
     ops: dict[str, dict[str, ast.expr]] = {}
     for module in order:
         tree = ast.parse((package / f"{module}.py").read_text())
-        names = {
-            t.id: node.value
-            for node in tree.body
-            if isinstance(node, ast.Assign)
-            for t in node.targets
-            if isinstance(t, ast.Name)
-        }
-
-        class Resolve(ast.NodeTransformer):
-            def visit_Name(self, node: ast.Name) -> ast.AST:
-                return names.get(node.id, node)
-
+        resolve = _Resolve(
+            {
+                t.id: node.value
+                for node in tree.body
+                if isinstance(node, ast.Assign)
+                for t in node.targets
+                if isinstance(t, ast.Name)
+            }
+        )
         for call in ast.walk(tree):
             if isinstance(call, ast.Call) and getattr(call.func, "id", "") == "OpSpec":
-                keywords = {k.arg: Resolve().visit(k.value) for k in call.keywords if k.arg}
+                keywords = {k.arg: resolve.visit(k.value) for k in call.keywords if k.arg}
                 if _literal(keywords.get("public")) is not False:
                     ops[ast.literal_eval(call.args[0])] = keywords
     return ops
@@ -304,11 +311,11 @@ def render_ops(args: str) -> str:
     for fact in wanted:
         if fact.lstrip("!") not in FACTS:
             raise ValueError(f"unknown op fact {fact!r} (known: {', '.join(FACTS)})")
-    names = [
+    names = sorted(
         name
         for name, keywords in declared_ops().items()
         if all(FACTS[f.lstrip("!")](keywords) != f.startswith("!") for f in wanted)
-    ]
+    )
     return ", ".join(f"`{n}`" for n in names) or "none"
 
 
@@ -347,10 +354,29 @@ def stale(text: str) -> list[tuple[int, str, str, str]]:
     return out
 
 
-def rendered(text: str) -> str:
-    return SPAN.sub(
-        lambda m: f"<!-- render: {m.group('spec')} -->{render(m.group('spec'))}<!-- /render -->", text
-    )
+def rendered(text: str, kinds: set[str] | None = None) -> str:
+    """``text`` with its spans rendered anew (those of ``kinds`` only, when given)."""
+
+    def span(m: re.Match[str]) -> str:
+        spec = m.group("spec")
+        if kinds is not None and spec.partition(" ")[0] not in kinds:
+            return m.group(0)
+        return f"<!-- render: {spec} -->{render(spec)}<!-- /render -->"
+
+    return SPAN.sub(span, text)
+
+
+def render_ops_spans() -> list[Path]:
+    """Render the ``ops`` spans of every page again: tools/new_op.py and tools/remove_op.py call
+    this after changing the declared ops (the other spans need the library's build or results).
+    Returns the pages it changed."""
+    changed = []
+    for page in pages():
+        text = page.read_text()
+        if "<!-- render: ops " in text and (new := rendered(text, {"ops"})) != text:
+            page.write_text(new)
+            changed.append(page)
+    return changed
 
 
 def main(argv: list[str]) -> int:

@@ -1,6 +1,8 @@
 """scale at decode sizes, for benchmarks/bench_overhead.py: the shapes and attributes it runs, and
 each framework's own way to compute it (``own_<framework>(inputs, attrs, out)`` -> {label: (role,
-fn)}, role "own" for an allocating call, "own_out" for one into ``out``, an array like the result)."""
+fn)}, role "own" for an allocating call, "own_out" for one into ``out``, an array like the result).
+benchmarks/bench_cpu.py reads the same file: ATTRS, and the "own" calls of own_torch and
+own_numpy, on rows of 4096 elements (an op's ``CPU_ROW`` where its rows are longer)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
 // SPDX-License-Identifier: Apache-2.0
-// op-file: softmax
 // softmax over the last dimension, compiled at run time by NVRTC (python/scale_lib/_nvrtc.py)
 // for one row length, dtype and layout, which arrive as -D values chosen by kernels/softmax/softmax.cu:
 //   SCALE_LIB_COLS             the row length
