@@ -1,4 +1,4 @@
-# op-file: rms_norm, axpby
+# op-file: rms_norm
 """A transformer-style block built on scale_lib ops, trained on two processes with FSDP2
 (``fully_shard``) and with tensor + sequence parallelism (``parallelize_module``), and checked
 against the same model trained on one process.
@@ -52,7 +52,7 @@ class Block(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = nn.functional.silu(self.up(self.norm(x)))
-        return scale_lib.axpby(x, self.down(h), 1.0, self.residual_scale)
+        return x + scale_lib.scale(self.down(h), self.residual_scale)
 
 
 # [block.end]
@@ -144,7 +144,7 @@ def train_fsdp(data: list[tuple[torch.Tensor, torch.Tensor]], mesh: Any, lr: flo
 # [tp.begin]
 def parallelize(model: Model, mesh: Any) -> Model:
     """Tensor parallel linears, sequence parallel norm and residual: the activations between
-    the linears are DTensors sharded along the sequence (Shard(1)), which rms_norm and axpby
+    the linears are DTensors sharded along the sequence (Shard(1)), which rms_norm and scale
     keep; the linears' inputs and outputs are redistributed by DTensor."""
     from torch.distributed.tensor import Replicate, Shard
     from torch.distributed.tensor.parallel import (
@@ -161,7 +161,7 @@ def parallelize(model: Model, mesh: Any) -> Model:
         "down": RowwiseParallel(output_layouts=Shard(1), use_local_output=False),  # reduce-scatter
     }
     for block in model.blocks:
-        parallelize_module(block, mesh, plan)  # axpby adds two Shard(1) DTensors
+        parallelize_module(block, mesh, plan)  # the residual adds two Shard(1) DTensors
     parallelize_module(
         model,
         mesh,

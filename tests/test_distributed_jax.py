@@ -2,6 +2,8 @@
 no ``all-gather`` in the compiled HLO where the op treats the sharded dimension independently,
 results equal the unsharded call; ``shard_map``, ``vmap`` and ``grad`` compose.
 
+Every declared op is checked by its sharding kind (its ``CASE``'s call, tests/cases.py); the
+checks test modules add (``SHARDED_JAX_CHECKS``, see tests/distributed_helpers.py) run too.
 JAX fixes its device count at start, so the checks run in a child interpreter with 4 host
 devices (``--xla_force_host_platform_device_count=4``); each check is one test here. With
 ``SCALE_LIB_TEST_DIST_BACKEND=nccl`` the child uses the GPUs instead (2 or more).
@@ -9,7 +11,6 @@ devices (``--xla_force_host_platform_device_count=4``); each check is one test h
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import subprocess
@@ -20,7 +21,26 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cases import public_op_names
+from cases import OpCase
+from distributed_helpers import (
+    added_checks,
+    assert_spec,
+    close,
+    compiled,
+    jax_data,
+    jax_mesh,
+    no_gather,
+    per_feature,
+    put,
+    sharded_cases,
+)
+
+import scale_lib
+from scale_lib._spec import OpSpec
+
+# The names under which test modules that list checks import these helpers from this module.
+_assert_spec, _close, _compiled, _data = assert_spec, close, compiled, jax_data
+_mesh, _no_gather, _put = jax_mesh, no_gather, put
 
 TIMEOUT_S = 600
 ON_GPUS = os.environ.get("SCALE_LIB_TEST_DIST_BACKEND", "gloo") == "nccl"
@@ -28,6 +48,7 @@ CHECKS: dict[str, Callable[[], None]] = {}
 
 
 def check(f: Callable[[], None]) -> Callable[[], None]:
+    assert f.__name__ not in CHECKS, f"two checks named {f.__name__}"
     CHECKS[f.__name__] = f
     return f
 
@@ -35,292 +56,221 @@ def check(f: Callable[[], None]) -> Callable[[], None]:
 # ---------------------------------------------------------------------------------------------
 # Checks, run in the child with 4 CPU devices
 # ---------------------------------------------------------------------------------------------
-def _mesh(names: tuple[str, ...] = ("b",), explicit: bool = False) -> Any:
-    """Every device along one axis, or 2 x (the rest) along two."""
+def _ops(*kinds: str) -> list[tuple[OpSpec, OpCase]]:
+    """The jittable public ops of the sharding ``kinds`` that have kernels on the mesh's devices."""
     import jax
 
-    n = jax.device_count()
-    shape = (n,) if len(names) == 1 else (2, n // 2)
-    kind = jax.sharding.AxisType.Explicit if explicit else jax.sharding.AxisType.Auto
-    return jax.make_mesh(shape, names, axis_types=(kind,) * len(shape))
+    platform = "cuda" if jax.devices()[0].platform == "gpu" else "cpu"
+    return [(spec, case) for spec, case in sharded_cases(*kinds, device=platform) if case.jittable]
 
 
-def _put(x: Any, mesh: Any, *spec: Any) -> Any:
-    import jax
-    from jax.sharding import NamedSharding, PartitionSpec
-
-    return jax.device_put(x, NamedSharding(mesh, PartitionSpec(*spec)))
-
-
-def _data(*shape: int, seed: int = 0, dtype: str = "float32") -> Any:
-    import jax
-
-    return jax.random.normal(jax.random.PRNGKey(seed), shape).astype(dtype)
+def _arrays(case: OpCase, shape: tuple[int, ...], seed: int = 0, dtype: str = "float32") -> dict[str, Any]:
+    """Random data for every array argument of ``case`` when ``x`` has ``shape``."""
+    return {
+        name: jax_data(*s, seed=seed + i, dtype=dtype)
+        for i, (name, s) in enumerate(case.shapes(shape).items())
+    }
 
 
-def _compiled(f: Callable[..., Any], *args: Any) -> tuple[Any, str]:
-    """``jax.jit(f)(*args)`` and its compiled HLO text."""
-    import jax
-
-    jf = jax.jit(f)
-    return jf(*args), jf.lower(*args).compile().as_text()
+def _placed(spec: OpSpec, arrays: dict[str, Any], mesh: Any, *pspec: Any) -> list[Any]:
+    """``arrays`` sharded by ``pspec``, per-feature inputs replicated."""
+    whole = per_feature(spec)
+    return [put(a, mesh) if whole[n] else put(a, mesh, *pspec) for n, a in arrays.items()]
 
 
-def _assert_spec(out: Any, mesh: Any, *spec: Any) -> None:
-    from jax.sharding import NamedSharding, PartitionSpec
-
-    assert out.sharding.is_equivalent_to(NamedSharding(mesh, PartitionSpec(*spec)), out.ndim), (
-        out.sharding,
-        spec,
-    )
-
-
-def _close(a: Any, b: Any, rtol: float = 1e-5, atol: float = 1e-6) -> None:
-    import numpy as np
-
-    np.testing.assert_allclose(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64), rtol, atol)
-
-
-def _no_gather(hlo: str) -> None:
-    assert "all-gather" not in hlo, hlo[-4000:]
-
-
-def _elementwise_case(mesh: Any, spec: tuple[Any, ...]) -> None:
-    import scale_lib
-
-    x = _data(8, 12)
-    xs = _put(x, mesh, *spec)
-    cases = [(lambda a: scale_lib.scale(a, 3.0), (xs,), scale_lib.scale(x, 3.0))]
-    # op: axpby
-    y = _data(8, 12, seed=1)
-    ys = _put(y, mesh, *spec)
-    cases.append((lambda a, b: scale_lib.axpby(a, b, 2.0, -0.5), (xs, ys), scale_lib.axpby(x, y, 2.0, -0.5)))
-    # /op: axpby
-    for f, args, expected in cases:
-        out, hlo = _compiled(f, *args)
-        _no_gather(hlo)
-        assert "all-reduce" not in hlo and "all-to-all" not in hlo
-        _assert_spec(out, mesh, *spec)
-        _close(out, expected)
+def _elementwise_case(mesh: Any, spec_: tuple[Any, ...]) -> None:
+    for spec, case in _ops("elementwise"):
+        arrays = _arrays(case, (8, 12))
+        out, hlo = compiled(case.call, *_placed(spec, arrays, mesh, *spec_))
+        no_gather(hlo)
+        assert "all-reduce" not in hlo and "all-to-all" not in hlo, spec.name
+        assert_spec(out, mesh, *spec_)
+        close(out, case.call(*arrays.values()))
 
 
 @check
 def elementwise_batch_sharded() -> None:
-    _elementwise_case(_mesh(), ("b", None))
+    _elementwise_case(jax_mesh(), ("b", None))
 
 
 @check
 def elementwise_any_dim_sharded() -> None:
-    _elementwise_case(_mesh(), (None, "b"))
+    _elementwise_case(jax_mesh(), (None, "b"))
 
 
 @check
 def elementwise_2d_mesh() -> None:
-    _elementwise_case(_mesh(("b", "t")), ("b", "t"))
+    _elementwise_case(jax_mesh(("b", "t")), ("b", "t"))
 
 
 @check
 def elementwise_explicit_mesh() -> None:
-    _elementwise_case(_mesh(explicit=True), ("b", None))
-
-
-# op: rms_norm
-@check
-def rms_norm_rows_sharded() -> None:
-    import scale_lib
-
-    mesh = _mesh(("b", "s"))
-    x, w = _data(4, 6, 16), _data(16, seed=1)
-    xs = _put(x, mesh, "b", "s", None)
-    for f, expected in (
-        (lambda a: scale_lib.rms_norm(a, w, 1e-5), scale_lib.rms_norm(x, w, 1e-5)),
-        (lambda a: scale_lib.rms_norm(a), scale_lib.rms_norm(x)),
-    ):
-        out, hlo = _compiled(f, xs)
-        _no_gather(hlo)
-        _assert_spec(out, mesh, "b", "s", None)
-        _close(out, expected)
+    _elementwise_case(jax_mesh(explicit=True), ("b", None))
 
 
 @check
-def rms_norm_gathers_the_normalised_dim() -> None:
-    import scale_lib
+def rows_sharded() -> None:
+    # Every leading dimension sharded; with and without each optional input.
+    mesh = jax_mesh(("b", "s"))
+    for spec, case in _ops("rows"):
+        arrays = _arrays(case, (4, 6, 16))
+        for absent in (None, *case.optional):
+            kept = {n: a for n, a in arrays.items() if n != absent}
 
-    mesh = _mesh()
-    x, w = _data(4, 16), _data(16, seed=1)
-    out, _ = _compiled(lambda a: scale_lib.rms_norm(a, w), _put(x, mesh, None, "b"))
-    _close(out, scale_lib.rms_norm(x, w))
+            def f(*args: Any, kept: dict[str, Any] = kept, case: OpCase = case) -> Any:
+                given = dict(zip(kept, args, strict=True))
+                return case.call(*(given.get(n) for n in case.arrays))
+
+            out, hlo = compiled(f, *_placed(spec, kept, mesh, "b", "s", None))
+            no_gather(hlo)
+            assert_spec(out, mesh, "b", "s", None)
+            close(out, f(*kept.values()))
 
 
 @check
-def rms_norm_grad() -> None:
-    import jax
-    import numpy as np
-
-    import scale_lib
-
-    mesh = _mesh()
-    x, w, g = _data(8, 16), _data(16, seed=1), _data(8, 16, seed=2)
-
-    def loss(a: Any, b: Any, c: Any) -> Any:
-        return (scale_lib.rms_norm(a, b) * c).sum()
-
-    grad = jax.grad(loss, argnums=(0, 1))
-    (gx, gw), hlo = _compiled(grad, _put(x, mesh, "b", None), _put(w, mesh), _put(g, mesh, "b", None))
-    _no_gather(hlo)
-    assert "all-reduce" in hlo  # the weight gradient: one partial sum per device, added
-    _assert_spec(gx, mesh, "b", None)
-    ex, ew = grad(x, w, g)
-    _close(gx, ex, 1e-5, 1e-5)
-    _close(gw, ew, 1e-5, 1e-5)
-    assert np.all(np.isfinite(np.asarray(gw)))
+def rows_gather_the_last_dim() -> None:
+    mesh = jax_mesh()
+    for spec, case in _ops("rows"):
+        arrays = _arrays(case, (4, 16))
+        out, _ = compiled(case.call, *_placed(spec, arrays, mesh, None, "b"))
+        close(out, case.call(*arrays.values()))
 
 
-# /op: rms_norm
-@check
-def scale_grad() -> None:
+def _grad_case(
+    spec: OpSpec, case: OpCase, shape: tuple[int, ...], mesh: Any
+) -> tuple[list[Any], str, list[Any]]:
+    """The gradients of ``sum(op(*args) * c)`` for every array argument, under jax.jit with the
+    rows (dimension 0) sharded, its compiled HLO, and the gradients of the unsharded call."""
     import jax
 
-    import scale_lib
+    arrays = list(_arrays(case, shape).values())
+    c = jax_data(*case.call(*arrays).shape, seed=9)
 
-    mesh = _mesh()
-    x = _data(8, 12)
+    def loss(*args: Any) -> Any:
+        return (case.call(*args[:-1]) * args[-1]).sum()
 
-    def loss(a: Any) -> Any:
-        return (scale_lib.scale(a, 0.5) * a).sum()
-
-    grad, hlo = _compiled(jax.grad(loss), _put(x, mesh, "b", None))
-    _no_gather(hlo)
-    _assert_spec(grad, mesh, "b", None)
-    _close(grad, jax.grad(loss)(x))
-
-
-# op: axpby
-@check
-def scale_and_axpby_grad() -> None:
-    import jax
-
-    import scale_lib
-
-    mesh = _mesh()
-    x, y = _data(8, 12), _data(8, 12, seed=1)
-
-    def loss(a: Any, b: Any) -> Any:
-        return (scale_lib.scale(scale_lib.axpby(a, b, 2.0, 3.0), 0.5) * a).sum()
-
-    grad = jax.grad(loss, argnums=(0, 1))
-    (gx, gy), hlo = _compiled(grad, _put(x, mesh, "b", None), _put(y, mesh, "b", None))
-    _no_gather(hlo)
-    _assert_spec(gx, mesh, "b", None)
-    _assert_spec(gy, mesh, "b", None)
-    ex, ey = grad(x, y)
-    _close(gx, ex)
-    _close(gy, ey)
-
-
-# /op: axpby
-# op: l2_norm
-@check
-def l2_norm_partial_norms() -> None:
-    import scale_lib
-
-    mesh = _mesh(("b", "t"))
-    for dtype in ("float32", "float64"):
-        x = _data(8, 12, dtype=dtype)
-        out, hlo = _compiled(scale_lib.l2_norm, _put(x, mesh, "b", "t"))
-        _no_gather(hlo)
-        assert "all-reduce" in hlo
-        _close(out, scale_lib.l2_norm(x), 1e-6, 0)
+    grad = jax.grad(loss, argnums=tuple(range(len(arrays))))
+    placed = [
+        *_placed(spec, dict(zip(case.arrays, arrays, strict=True)), mesh, "b", None),
+        put(c, mesh, "b", None),
+    ]
+    grads, hlo = compiled(grad, *placed)
+    no_gather(hlo)
+    return list(grads), hlo, list(grad(*arrays, c))
 
 
 @check
-def l2_norm_16_bit() -> None:
-    import scale_lib
+def rows_grad() -> None:
+    mesh = jax_mesh()
+    for spec, case in _ops("rows"):
+        if spec.vjp is None:
+            continue
+        grads, hlo, expected = _grad_case(spec, case, (8, 16), mesh)
+        whole = per_feature(spec)
+        if any(whole.values()):
+            assert "all-reduce" in hlo, spec.name  # a weight's gradient: one partial sum per device, added
+        for name, g, e in zip(case.arrays, grads, expected, strict=True):
+            if not whole[name]:
+                assert_spec(g, mesh, "b", None)
+            close(g, e, 1e-5, 1e-5)
 
-    mesh = _mesh()
-    x = _data(8, 12, dtype="float16")
-    out, _ = _compiled(scale_lib.l2_norm, _put(x, mesh, "b", None))
-    _close(out, scale_lib.l2_norm(x), 0, 0)  # gathered first: the same bits
+
+@check
+def elementwise_grad() -> None:
+    mesh = jax_mesh()
+    for spec, case in _ops("elementwise"):
+        if spec.vjp is None:
+            continue
+        grads, _, expected = _grad_case(spec, case, (8, 12), mesh)
+        for g, e in zip(grads, expected, strict=True):
+            assert_spec(g, mesh, "b", None)
+            close(g, e)
 
 
-# /op: l2_norm
+@check
+def reduction_partial_norms() -> None:
+    mesh = jax_mesh(("b", "t"))
+    for spec, case in _ops("reduction"):
+        for dtype in ("float32", "float64"):
+            x = jax_data(8, 12, dtype=dtype)
+            out, hlo = compiled(case.call, put(x, mesh, "b", "t"))
+            no_gather(hlo)
+            assert "all-reduce" in hlo, spec.name
+            close(out, case.call(x), 1e-6, 0)
+
+
+@check
+def reduction_16_bit() -> None:
+    mesh = jax_mesh()
+    for spec, case in _ops("reduction"):
+        if "float16" in spec.dtypes:
+            x = jax_data(8, 12, dtype="float16")
+            out, _ = compiled(case.call, put(x, mesh, "b", None))
+            close(out, case.call(x), 0, 0)  # gathered first: the same bits
+
+
 @check
 def vmap_keeps_sharding() -> None:
+    # A batch dimension added by jax.vmap, sharded like any other leading dimension; per-feature
+    # inputs unbatched. The output is sharded along the batch (one value per batch element for a
+    # reduction).
     import jax
 
-    import scale_lib
-
-    mesh = _mesh()
-    x = _data(8, 4, 16)
-    xs = _put(x, mesh, "b", None, None)
-    out, hlo = _compiled(jax.vmap(lambda a: scale_lib.scale(a, 2.0)), xs)
-    _no_gather(hlo)
-    _assert_spec(out, mesh, "b", None, None)
-    _close(out, scale_lib.scale(x, 2.0))
-    # op: rms_norm
-    w = _data(16, seed=1)
-    out, hlo = _compiled(jax.vmap(lambda a: scale_lib.rms_norm(a, w)), xs)
-    _no_gather(hlo)
-    _assert_spec(out, mesh, "b", None, None)
-    _close(out, scale_lib.rms_norm(x, w))
-    # Per-example weight gradients, through vmap of grad.
-    per_example = jax.vmap(jax.grad(lambda a, b: scale_lib.rms_norm(a, b).sum(), argnums=1), (0, None))
-    gws, hlo = _compiled(per_example, xs, w)
-    _no_gather(hlo)
-    _close(gws, per_example(x, w), 1e-5, 1e-5)
-    # /op: rms_norm
-    # op: l2_norm
-    # One norm per batch element, sharded like the batch.
-    norms, hlo = _compiled(jax.vmap(scale_lib.l2_norm), xs)
-    _no_gather(hlo)
-    _assert_spec(norms, mesh, "b")
-    _close(norms, jax.vmap(scale_lib.l2_norm)(x), 1e-6, 0)
-    # /op: l2_norm
+    mesh = jax_mesh()
+    for spec, case in _ops("elementwise", "rows", "reduction"):
+        whole = per_feature(spec)
+        arrays = _arrays(case, (8, 4, 16))
+        axes = tuple(None if whole[n] else 0 for n in case.arrays)
+        args = list(arrays.values())
+        placed = [
+            put(a, mesh) if whole[n] else put(a, mesh, "b") for n, a in zip(case.arrays, args, strict=True)
+        ]
+        f = jax.vmap(case.call, in_axes=axes)
+        out, hlo = compiled(f, *placed)
+        no_gather(hlo)
+        assert_spec(out, mesh, "b", *(None,) * (out.ndim - 1))
+        close(out, f(*args), 1e-6, 1e-7)
+        # Per-example gradients of the per-feature inputs, through vmap of grad.
+        if spec.vjp is not None and any(whole.values()):
+            wrt = tuple(i for i, n in enumerate(case.arrays) if whole[n])
+            per_example = jax.vmap(jax.grad(lambda *a, c=case: c.call(*a).sum(), argnums=wrt), in_axes=axes)
+            gs, hlo = compiled(per_example, *placed)
+            no_gather(hlo)
+            for g, e in zip(gs, per_example(*args), strict=True):
+                close(g, e, 1e-5, 1e-5)
 
 
 @check
 def shard_map_still_works() -> None:
+    # Inside shard_map an op is called directly on each device's rows (per-feature inputs whole).
     import jax
     from jax.sharding import PartitionSpec as P
 
-    import scale_lib
-
-    mesh = _mesh()
-    x = _data(8, 16)
-    f = jax.shard_map(lambda a: scale_lib.scale(a, 2.0), mesh=mesh, in_specs=P("b"), out_specs=P("b"))
-    out, hlo = _compiled(f, _put(x, mesh, "b", None))
-    _no_gather(hlo)
-    _close(out, scale_lib.scale(x, 2.0))
-    # op: rms_norm
-    w = _data(16, seed=1)
-    f = jax.shard_map(
-        lambda a: scale_lib.rms_norm(scale_lib.scale(a, 2.0), w), mesh=mesh, in_specs=P("b"), out_specs=P("b")
-    )
-    out, hlo = _compiled(f, _put(x, mesh, "b", None))
-    _no_gather(hlo)
-    _close(out, scale_lib.rms_norm(scale_lib.scale(x, 2.0), w))
-    # /op: rms_norm
+    mesh = jax_mesh()
+    for spec, case in _ops("elementwise", "rows"):
+        whole = per_feature(spec)
+        arrays = _arrays(case, (8, 16))
+        specs = tuple(P() if whole[n] else P("b") for n in case.arrays)
+        f = jax.shard_map(case.call, mesh=mesh, in_specs=specs, out_specs=P("b"))
+        out, hlo = compiled(f, *_placed(spec, arrays, mesh, "b", None))
+        no_gather(hlo)
+        close(out, case.call(*arrays.values()))
 
 
 @check
 def eager_call_on_sharded_array() -> None:
-    import scale_lib
-
-    mesh = _mesh()
-    x = _data(8, 12)
-    out = scale_lib.scale(_put(x, mesh, "b", None), 2.0)
-    _assert_spec(out, mesh, "b", None)
-    _close(out, scale_lib.scale(x, 2.0))
+    mesh = jax_mesh()
+    x = jax_data(8, 12)
+    out = scale_lib.scale(put(x, mesh, "b", None), 2.0)
+    assert_spec(out, mesh, "b", None)
+    close(out, scale_lib.scale(x, 2.0))
 
 
 # ---------------------------------------------------------------------------------------------
 # The child
 # ---------------------------------------------------------------------------------------------
-# Checks an op declares with its own tests (tests/test_<op>.py: SHARDED_JAX_CHECKS, functions
-# using the helpers above), so that they go with the op when a library drops it.
-for _op in public_op_names():
-    for _f in getattr(importlib.import_module(f"test_{_op}"), "SHARDED_JAX_CHECKS", ()):
-        check(_f)
+for _f in added_checks("SHARDED_JAX_CHECKS"):
+    check(_f)
 
 
 def _main() -> None:
@@ -362,21 +312,6 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     return result
 
 
-# op: rms_norm, axpby
-def test_example_runs(tmp_path: Path) -> None:
-    pytest.importorskip("jax_tvm_ffi")
-    env = dict(os.environ)
-    if not ON_GPUS:
-        env["JAX_PLATFORMS"] = "cpu"
-    example = Path(__file__).resolve().parent.parent / "examples" / "distributed_jax.py"
-    child = subprocess.run(
-        [sys.executable, str(example)], capture_output=True, text=True, env=env, timeout=TIMEOUT_S
-    )
-    assert child.returncode == 0, child.stdout + child.stderr[-3000:]
-    assert "collectives in the compiled HLO: none" in child.stdout
-
-
-# /op: rms_norm, axpby
 @pytest.mark.parametrize("name", list(CHECKS))
 def test_sharded_jit(results: dict[str, str], name: str) -> None:
     assert results[name] == "ok", results[name]

@@ -1,6 +1,8 @@
 """scale_lib ops on PyTorch DTensors: placements kept, values equal to the unsharded op, no
 collective where the op treats the sharded dimension independently, and autograd.
 
+Every declared op is checked by its sharding kind (its ``CASE``'s call, tests/cases.py); the
+checks test modules add (``SHARDED_TORCH_CHECKS``, see tests/distributed_helpers.py) run too.
 Two processes on loopback, spawned by a child interpreter (bounded in time): gloo on CPU by
 default; ``SCALE_LIB_TEST_DIST_BACKEND=nccl`` runs the same checks on 2 GPUs. Every check runs
 on both ranks in the same order; rank 0 reports each one's outcome, and each is one test here.
@@ -9,7 +11,6 @@ on both ranks in the same order; rank 0 reports each one's outcome, and each is 
 from __future__ import annotations
 
 import datetime
-import importlib
 import json
 import os
 import socket
@@ -21,7 +22,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cases import public_op_names
+from cases import OpCase
+from distributed_helpers import (
+    added_checks,
+    assert_full_close,
+    no_comm,
+    per_feature,
+    sharded_cases,
+    torch_data,
+)
+
+from scale_lib._spec import OpSpec
+
+# The names under which test modules that list checks import these helpers from this module.
+_assert_close, _data, _no_comm = assert_full_close, torch_data, no_comm
 
 BACKEND = os.environ.get("SCALE_LIB_TEST_DIST_BACKEND", "gloo")
 TIMEOUT_S = 600
@@ -30,6 +44,7 @@ CHECKS: dict[str, Callable[[Any, Any], None]] = {}
 
 
 def check(f: Callable[[Any, Any], None]) -> Callable[[Any, Any], None]:
+    assert f.__name__ not in CHECKS, f"two checks named {f.__name__}"
     CHECKS[f.__name__] = f
     return f
 
@@ -37,384 +52,270 @@ def check(f: Callable[[Any, Any], None]) -> Callable[[Any, Any], None]:
 # ---------------------------------------------------------------------------------------------
 # Checks, run on every rank with a 1-D mesh of 2 and the device of the rank
 # ---------------------------------------------------------------------------------------------
-def _data(*shape: int, dtype: str = "float32", seed: int = 0, device: Any = None) -> Any:
-    import torch
-
-    g = torch.Generator().manual_seed(seed)
-    return torch.randn(*shape, generator=g, dtype=torch.float64).to(getattr(torch, dtype)).to(device)
+def _ops(device: Any, *kinds: str | None) -> list[tuple[OpSpec, OpCase]]:
+    return sharded_cases(*kinds, device=device.type)
 
 
-def _no_comm() -> Any:
-    from torch.distributed.tensor.debug import CommDebugMode
+def _arrays(
+    case: OpCase, shape: tuple[int, ...], device: Any, seed: int = 0, dtype: str = "float32"
+) -> dict[str, Any]:
+    """Random data for every array argument of ``case`` when ``x`` has ``shape``."""
+    return {
+        name: torch_data(*s, dtype=dtype, seed=seed + i, device=device)
+        for i, (name, s) in enumerate(case.shapes(shape).items())
+    }
 
-    return CommDebugMode()
+
+def _placed(spec: OpSpec, arrays: dict[str, Any], mesh: Any, p: Any, feature: Any = None) -> list[Any]:
+    """``arrays`` as DTensors: placed ``p``, per-feature inputs ``feature`` (default: Replicate)."""
+    from torch.distributed.tensor import Replicate, distribute_tensor
+
+    whole = per_feature(spec)
+    return [
+        distribute_tensor(a, mesh, [(feature or Replicate()) if whole[n] else p]) for n, a in arrays.items()
+    ]
 
 
-def _assert_close(dt: Any, expected: Any, **tol: float) -> None:
-    import torch
-
-    torch.testing.assert_close(dt.full_tensor(), expected, **tol)
+def _without(case: OpCase, args: list[Any]) -> list[list[Any]]:
+    """``args``, and ``args`` with each optional input absent."""
+    return [args] + [
+        [None if n == name else a for n, a in zip(case.arrays, args, strict=True)] for name in case.optional
+    ]
 
 
 @check
 def elementwise_keeps_shards(mesh: Any, device: Any) -> None:
-    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+    from torch.distributed.tensor import Replicate, Shard
 
-    import scale_lib
-
-    x, y = _data(4, 6, 8, device=device), _data(4, 6, 8, seed=1, device=device)
-    calls = [lambda a, b: scale_lib.scale(a, 3.0)]  # every elementwise op, of (x, y)
-    # op: axpby
-    calls.append(lambda a, b: scale_lib.axpby(a, b, 2.0, -0.5))
-    # /op: axpby
-    for p in (Shard(0), Shard(1), Shard(2), Replicate()):
-        dx, dy = distribute_tensor(x, mesh, [p]), distribute_tensor(y, mesh, [p])
-        for f in calls:
-            with _no_comm() as comm:
-                out = f(dx, dy)
-            assert comm.get_total_counts() == 0, (p, comm.get_comm_counts())
-            assert out.placements == (p,), (p, out.placements)
-            _assert_close(out, f(x, y))
+    for spec, case in _ops(device, "elementwise"):
+        arrays = _arrays(case, (4, 6, 8), device)
+        expected = case.call(*arrays.values())
+        for p in (Shard(0), Shard(1), Shard(2), Replicate()):
+            args = _placed(spec, arrays, mesh, p)
+            with no_comm() as comm:
+                out = case.call(*args)
+            assert comm.get_total_counts() == 0, (spec.name, p, comm.get_comm_counts())
+            assert out.placements == (p,), (spec.name, p, out.placements)
+            assert_full_close(out, expected)
 
 
-# op: axpby
 @check
 def elementwise_mixed_placements(mesh: Any, device: Any) -> None:
+    # Replicated inputs next to a sharded x are sliced to x's shards locally: no communication.
     from torch.distributed.tensor import Replicate, Shard, distribute_tensor
 
-    import scale_lib
+    for spec, case in _ops(device, "elementwise"):
+        arrays = list(_arrays(case, (4, 6), device).values())
+        args = [
+            distribute_tensor(a, mesh, [Shard(1) if i == 0 else Replicate()]) for i, a in enumerate(arrays)
+        ]
+        with no_comm() as comm:
+            out = case.call(*args)
+        assert comm.get_total_counts() == 0, (spec.name, comm.get_comm_counts())
+        assert out.placements == (Shard(1),), (spec.name, out.placements)
+        assert_full_close(out, case.call(*arrays))
 
-    x, y = _data(4, 6, device=device), _data(4, 6, seed=1, device=device)
-    # A replicated y is sliced to x's shards locally: no communication.
-    dx, dy = distribute_tensor(x, mesh, [Shard(1)]), distribute_tensor(y, mesh, [Replicate()])
-    with _no_comm() as comm:
-        a = scale_lib.axpby(dx, dy, 1.0, 2.0)
-    assert comm.get_total_counts() == 0, comm.get_comm_counts()
-    assert a.placements == (Shard(1),), a.placements
-    _assert_close(a, scale_lib.axpby(x, y, 1.0, 2.0))
 
-
-# /op: axpby
 @check
 def linear_ops_keep_partial(mesh: Any, device: Any) -> None:
     import torch
     from torch.distributed.tensor import DTensor, Partial
 
-    import scale_lib
-
     rank = mesh.get_local_rank()
-    xs = [_data(3, 5, seed=10 + r, device=device) for r in range(2)]
-    ys = [_data(3, 5, seed=20 + r, device=device) for r in range(2)]
-    calls = [lambda a, b: scale_lib.scale(a, -2.0)]  # every linear op, of (x, y)
-    # op: axpby
-    calls.append(lambda a, b: scale_lib.axpby(a, b, 0.5, 3.0))
-    # /op: axpby
-    for reduce_op in ("sum", "avg"):
-        dx = DTensor.from_local(xs[rank], mesh, [Partial(reduce_op)])
-        dy = DTensor.from_local(ys[rank], mesh, [Partial(reduce_op)])
-        reduce = torch.add if reduce_op == "sum" else (lambda u, v: (u + v) / 2)
-        x, y = reduce(*xs), reduce(*ys)
-        for f in calls:
-            with _no_comm() as comm:
-                out = f(dx, dy)
-            assert comm.get_total_counts() == 0, comm.get_comm_counts()
-            assert out.placements == (Partial(reduce_op),), out.placements
-            _assert_close(out, f(x, y))
+    for spec, case in _ops(device, "elementwise"):
+        if not spec.linear:
+            continue
+        # The values each rank holds: 2 per input.
+        held = [_arrays(case, (3, 5), device, seed=10 * (r + 1)) for r in range(2)]
+        for reduce_op in ("sum", "avg"):
+            args = [DTensor.from_local(a, mesh, [Partial(reduce_op)]) for a in held[rank].values()]
+            reduce = torch.add if reduce_op == "sum" else (lambda u, v: (u + v) / 2)
+            whole = [reduce(u, v) for u, v in zip(held[0].values(), held[1].values(), strict=True)]
+            with no_comm() as comm:
+                out = case.call(*args)
+            assert comm.get_total_counts() == 0, (spec.name, comm.get_comm_counts())
+            assert out.placements == (Partial(reduce_op),), (spec.name, out.placements)
+            assert_full_close(out, case.call(*whole))
 
 
-# op: rms_norm
 @check
 def nonlinear_ops_reduce_partial_first(mesh: Any, device: Any) -> None:
-    from torch.distributed.tensor import DTensor, Partial
-
-    import scale_lib
+    # DTensor reduces the partial values first (all-reduce, or reduce-scatter to rows).
+    from torch.distributed.tensor import DTensor, Partial, Replicate, distribute_tensor
 
     rank = mesh.get_local_rank()
-    xs = [_data(3, 5, seed=30 + r, device=device) for r in range(2)]
-    dx = DTensor.from_local(xs[rank], mesh, [Partial()])
-    r = scale_lib.rms_norm(dx)
-    # DTensor reduces the partial values first (all-reduce, or reduce-scatter to rows).
-    assert not isinstance(r.placements[0], Partial), r.placements
-    _assert_close(r, scale_lib.rms_norm(xs[0] + xs[1]))
+    for spec, case in _ops(device, "elementwise", "rows", "reduction"):
+        if spec.linear:
+            continue
+        arrays = _arrays(case, (3, 6), device, seed=30)
+        xs = [torch_data(*arrays[case.arrays[0]].shape, seed=40 + r, device=device) for r in range(2)]
+        others = list(arrays.values())[1:]
+        args = [DTensor.from_local(xs[rank], mesh, [Partial()])]
+        args += [distribute_tensor(a, mesh, [Replicate()]) for a in others]
+        out = case.call(*args)
+        if spec.sharding != "reduction":  # whose output may be partial norms of reduced shards
+            assert not isinstance(out.placements[0], Partial), (spec.name, out.placements)
+        assert_full_close(out, case.call(xs[0] + xs[1], *others))
 
 
-# /op: rms_norm
 @check
 def out_variants_write_the_callers_tensor(mesh: Any, device: Any) -> None:
     import torch
     from torch.distributed.tensor import Replicate, Shard, distribute_tensor
 
-    import scale_lib
-
-    x = _data(4, 6, 8, device=device)
-    dx = distribute_tensor(x, mesh, [Shard(0)])
-    # op: rms_norm
-    w = _data(8, seed=1, device=device)
-    dw = distribute_tensor(w, mesh, [Replicate()])
-    # /op: rms_norm
-    for p in (Shard(0), Replicate()):  # out sharded like x, or whole (x is gathered)
-        out = distribute_tensor(torch.zeros_like(x), mesh, [p])
-        assert scale_lib.scale(dx, 2.0, out=out) is out
-        _assert_close(out, x * 2)
-        # op: rms_norm
-        scale_lib.rms_norm(dx, dw, out=out)
-        assert out.placements == (p,)
-        _assert_close(out, scale_lib.rms_norm(x, w))
-        # /op: rms_norm
-    # op: rms_norm
-    # rms_norm cannot write an out split along the normalised dimension.
-    out = distribute_tensor(torch.zeros_like(x), mesh, [Shard(2)])
-    with pytest.raises(Exception, match="rms_norm_out"):
-        scale_lib.rms_norm(dx, dw, out=out)
-    # /op: rms_norm
-
-
-# op: rms_norm
-@check
-def rms_norm_keeps_row_shards(mesh: Any, device: Any) -> None:
-    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
-
-    import scale_lib
-
-    x, w = _data(4, 6, 8, device=device), _data(8, seed=1, device=device)
-    dw = distribute_tensor(w, mesh, [Replicate()])
-    for p in (Shard(0), Shard(1)):
-        dx = distribute_tensor(x, mesh, [p])
-        with _no_comm() as comm:
-            r = scale_lib.rms_norm(dx, dw, 1e-5)
-            r_plain = scale_lib.rms_norm(dx)
-        assert comm.get_total_counts() == 0, (p, comm.get_comm_counts())
-        assert r.placements == (p,) and r_plain.placements == (p,)
-        _assert_close(r, scale_lib.rms_norm(x, w, 1e-5))
-        _assert_close(r_plain, scale_lib.rms_norm(x))
+    for spec, case in _ops(device, "elementwise", "rows"):
+        if not case.has_out:
+            continue
+        arrays = _arrays(case, (4, 6, 8), device)
+        expected = case.call(*arrays.values())
+        args = _placed(spec, arrays, mesh, Shard(0))
+        for p in (Shard(0), Replicate()):  # out sharded like x, or whole (x is gathered)
+            out = distribute_tensor(torch.zeros_like(expected), mesh, [p])
+            assert case.call(*args, out=out) is out, spec.name
+            assert out.placements == (p,), (spec.name, out.placements)
+            assert_full_close(out, expected)
+        if spec.sharding == "rows":
+            # A rows op cannot write an out split along the last dimension.
+            out = distribute_tensor(torch.zeros_like(expected), mesh, [Shard(expected.ndim - 1)])
+            with pytest.raises(Exception, match=f"{spec.name}_out"):
+                case.call(*args, out=out)
 
 
 @check
-def rms_norm_gathers_the_normalised_dim(mesh: Any, device: Any) -> None:
-    from torch.distributed.tensor import Shard, distribute_tensor
+def rows_keep_row_shards(mesh: Any, device: Any) -> None:
+    from torch.distributed.tensor import Shard
 
-    import scale_lib
-
-    x, w = _data(4, 6, 8, device=device), _data(8, seed=1, device=device)
-    dx, dw = distribute_tensor(x, mesh, [Shard(2)]), distribute_tensor(w, mesh, [Shard(0)])
-    r = scale_lib.rms_norm(dx, dw)
-    assert r.placements != (Shard(2),), r.placements
-    _assert_close(r, scale_lib.rms_norm(x, w))
-
-
-@check
-def rms_norm_autograd(mesh: Any, device: Any) -> None:
-    from torch.distributed.tensor import Partial, Replicate, Shard, distribute_tensor
-
-    import scale_lib
-
-    x, w, g = (
-        _data(4, 6, 8, device=device),
-        _data(8, seed=1, device=device),
-        _data(4, 6, 8, seed=2, device=device),
-    )
-    xr, wr = x.clone().requires_grad_(), w.clone().requires_grad_()
-    scale_lib.rms_norm(xr, wr).backward(g)
-    dx = distribute_tensor(x, mesh, [Shard(1)]).requires_grad_()
-    dw = distribute_tensor(w, mesh, [Replicate()]).requires_grad_()
-    out, dg = scale_lib.rms_norm(dx, dw), distribute_tensor(g, mesh, [Shard(1)])
-    with _no_comm() as comm:
-        out.backward(dg)
-    assert comm.get_total_counts() == 0, comm.get_comm_counts()
-    # The weight gradient is a sum over rows: partial sums on each rank.
-    assert dx.grad.placements == (Shard(1),) and dw.grad.placements == (Partial("sum"),)
-    _assert_close(dx.grad, xr.grad)
-    _assert_close(dw.grad, wr.grad)
-
-
-@check
-def rms_norm_backward_ops(mesh: Any, device: Any) -> None:
-    import torch
-    from torch.distributed.tensor import Partial, Replicate, Shard, distribute_tensor
-
-    ops = torch.ops.scale_lib
-    x, w, g = _data(6, 8, device=device), _data(8, seed=1, device=device), _data(6, 8, seed=2, device=device)
-    rstd = ops.rms_norm_rstd(x, 1e-6)
-    dx, dg = distribute_tensor(x, mesh, [Shard(0)]), distribute_tensor(g, mesh, [Shard(0)])
-    dw = distribute_tensor(w, mesh, [Replicate()])
-    d_rstd = ops.rms_norm_rstd(dx, 1e-6)
-    assert d_rstd.placements == (Shard(0),)
-    _assert_close(d_rstd, rstd)
-    back = ops.rms_norm_backward(dg, dx, dw, d_rstd)
-    assert back.placements == (Shard(0),)
-    _assert_close(back, ops.rms_norm_backward(g, x, w, rstd))
-    wg = ops.rms_norm_weight_grad(dg, dx, d_rstd)
-    assert wg.placements == (Partial("sum"),)
-    _assert_close(wg, ops.rms_norm_weight_grad(g, x, rstd))
-
-
-# /op: rms_norm
-# op: l2_norm
-@check
-def l2_norm_partial_norms(mesh: Any, device: Any) -> None:
-    from torch.distributed.tensor import Partial, Replicate, Shard, distribute_tensor
-
-    import scale_lib
-
-    for dtype in ("float32", "float64"):
-        x = _data(6, 10, dtype=dtype, device=device)
-        expected = scale_lib.l2_norm(x)
+    for spec, case in _ops(device, "rows"):
+        arrays = _arrays(case, (4, 6, 8), device)
         for p in (Shard(0), Shard(1)):
-            dx = distribute_tensor(x, mesh, [p])
-            with _no_comm() as comm:
-                n = scale_lib.l2_norm(dx)
-            assert comm.get_total_counts() == 0, comm.get_comm_counts()
-            # Each rank holds its shard's norm; DTensor reduces them when the value is read.
-            assert isinstance(n.placements[0], Partial), n.placements
-            _assert_close(n, expected)
-        n = scale_lib.l2_norm(distribute_tensor(x, mesh, [Replicate()]))
-        assert n.placements == (Replicate(),)
-        _assert_close(n, expected)
+            for args, plain in zip(
+                _without(case, _placed(spec, arrays, mesh, p)),
+                _without(case, list(arrays.values())),
+                strict=True,
+            ):
+                with no_comm() as comm:
+                    out = case.call(*args)
+                assert comm.get_total_counts() == 0, (spec.name, p, comm.get_comm_counts())
+                assert out.placements == (p,), (spec.name, p, out.placements)
+                assert_full_close(out, case.call(*plain))
 
 
 @check
-def l2_norm_16_bit_gathers(mesh: Any, device: Any) -> None:
-    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+def rows_gather_the_last_dim(mesh: Any, device: Any) -> None:
+    # x split along its last dimension (and a sharded weight) is gathered first.
+    from torch.distributed.tensor import Shard
 
-    import scale_lib
-
-    x = _data(6, 10, dtype="float16", device=device)
-    n = scale_lib.l2_norm(distribute_tensor(x, mesh, [Shard(0)]))
-    assert n.placements == (Replicate(),), n.placements
-    _assert_close(n, scale_lib.l2_norm(x))
-
-
-@check
-def l2_norm_autograd(mesh: Any, device: Any) -> None:
-    from torch.distributed.tensor import Shard, distribute_tensor
-
-    import scale_lib
-
-    x = _data(6, 10, device=device)
-    xr = x.clone().requires_grad_()
-    scale_lib.l2_norm(xr).backward()
-    dx = distribute_tensor(x, mesh, [Shard(0)]).requires_grad_()
-    scale_lib.l2_norm(dx).full_tensor().backward()
-    assert dx.grad.placements == (Shard(0),), dx.grad.placements
-    _assert_close(dx.grad, xr.grad)
+    for spec, case in _ops(device, "rows"):
+        arrays = _arrays(case, (4, 6, 8), device)
+        out = case.call(*_placed(spec, arrays, mesh, Shard(2), feature=Shard(0)))
+        assert out.placements != (Shard(2),), (spec.name, out.placements)
+        assert_full_close(out, case.call(*arrays.values()))
 
 
-# /op: l2_norm
+def _autograd(spec: OpSpec, case: OpCase, mesh: Any, device: Any, shape: tuple[int, ...]) -> None:
+    """Forward and backward with x (and inputs like it) Shard(1), per-feature inputs replicated:
+    the backward communicates nothing; gradients are sharded like their inputs, a per-feature
+    input's a partial sum over rows."""
+    from torch.distributed.tensor import Partial, Shard, distribute_tensor
+
+    arrays = _arrays(case, shape, device)
+    plain = [a.clone().requires_grad_() for a in arrays.values()]
+    out = case.call(*plain)
+    g = torch_data(*out.shape, seed=9, device=device)
+    out.backward(g)
+    args = [a.requires_grad_() for a in _placed(spec, arrays, mesh, Shard(1))]
+    out, dg = case.call(*args), distribute_tensor(g, mesh, [Shard(1)])
+    with no_comm() as comm:
+        out.backward(dg)
+    assert comm.get_total_counts() == 0, (spec.name, comm.get_comm_counts())
+    whole = per_feature(spec)
+    for name, a, p in zip(case.arrays, args, plain, strict=True):
+        assert a.grad.placements == ((Partial("sum"),) if whole[name] else (Shard(1),)), (
+            spec.name,
+            name,
+            a.grad,
+        )
+        assert_full_close(a.grad, p.grad)
+
+
 @check
 def elementwise_autograd(mesh: Any, device: Any) -> None:
+    for spec, case in _ops(device, "elementwise"):
+        if spec.vjp is not None:
+            _autograd(spec, case, mesh, device, (4, 6))
+
+
+@check
+def rows_autograd(mesh: Any, device: Any) -> None:
+    for spec, case in _ops(device, "rows"):
+        if spec.vjp is not None:
+            _autograd(spec, case, mesh, device, (4, 6, 8))
+
+
+@check
+def reduction_partial_norms(mesh: Any, device: Any) -> None:
+    from torch.distributed.tensor import Partial, Replicate, Shard, distribute_tensor
+
+    for spec, case in _ops(device, "reduction"):
+        for dtype in ("float32", "float64"):
+            x = torch_data(6, 10, dtype=dtype, device=device)
+            expected = case.call(x)
+            for p in (Shard(0), Shard(1)):
+                dx = distribute_tensor(x, mesh, [p])
+                with no_comm() as comm:
+                    n = case.call(dx)
+                assert comm.get_total_counts() == 0, (spec.name, comm.get_comm_counts())
+                # Each rank holds its shard's norm; DTensor reduces them when the value is read.
+                assert isinstance(n.placements[0], Partial), (spec.name, n.placements)
+                assert_full_close(n, expected)
+            n = case.call(distribute_tensor(x, mesh, [Replicate()]))
+            assert n.placements == (Replicate(),), (spec.name, n.placements)
+            assert_full_close(n, expected)
+
+
+@check
+def reduction_16_bit_gathers(mesh: Any, device: Any) -> None:
+    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+
+    for spec, case in _ops(device, "reduction"):
+        if "float16" in spec.dtypes:
+            x = torch_data(6, 10, dtype="float16", device=device)
+            n = case.call(distribute_tensor(x, mesh, [Shard(0)]))
+            assert n.placements == (Replicate(),), (spec.name, n.placements)
+            assert_full_close(n, case.call(x))
+
+
+@check
+def reduction_autograd(mesh: Any, device: Any) -> None:
     from torch.distributed.tensor import Shard, distribute_tensor
 
-    import scale_lib
-
-    x, g = _data(4, 6, device=device), _data(4, 6, seed=2, device=device)
-    xr = x.clone().requires_grad_()
-    scale_lib.scale(xr, 0.5).backward(g)
-    dx = distribute_tensor(x, mesh, [Shard(1)]).requires_grad_()
-    out = scale_lib.scale(dx, 0.5)
-    dg = distribute_tensor(g, mesh, [Shard(1)])
-    with _no_comm() as comm:
-        out.backward(dg)
-    assert comm.get_total_counts() == 0, comm.get_comm_counts()
-    assert dx.grad.placements == (Shard(1),)
-    _assert_close(dx.grad, xr.grad)
+    for spec, case in _ops(device, "reduction"):
+        if spec.vjp is None:
+            continue
+        x = torch_data(6, 10, device=device)
+        xr = x.clone().requires_grad_()
+        case.call(xr).backward()
+        dx = distribute_tensor(x, mesh, [Shard(0)]).requires_grad_()
+        case.call(dx).full_tensor().backward()
+        assert dx.grad.placements == (Shard(0),), (spec.name, dx.grad.placements)
+        assert_full_close(dx.grad, xr.grad)
 
 
-# op: axpby
 @check
-def scale_and_axpby_autograd(mesh: Any, device: Any) -> None:
+def unsharded_ops_refuse_dtensor(mesh: Any, device: Any) -> None:
     from torch.distributed.tensor import Shard, distribute_tensor
 
-    import scale_lib
-
-    x, y, g = (_data(4, 6, seed=s, device=device) for s in range(3))
-    xr, yr = x.clone().requires_grad_(), y.clone().requires_grad_()
-    scale_lib.scale(scale_lib.axpby(xr, yr, 2.0, 3.0), 0.5).backward(g)
-    dx = distribute_tensor(x, mesh, [Shard(1)]).requires_grad_()
-    dy = distribute_tensor(y, mesh, [Shard(1)]).requires_grad_()
-    out = scale_lib.scale(scale_lib.axpby(dx, dy, 2.0, 3.0), 0.5)
-    dg = distribute_tensor(g, mesh, [Shard(1)])
-    with _no_comm() as comm:
-        out.backward(dg)
-    assert comm.get_total_counts() == 0, comm.get_comm_counts()
-    assert dx.grad.placements == dy.grad.placements == (Shard(1),)
-    _assert_close(dx.grad, xr.grad)
-    _assert_close(dy.grad, yr.grad)
+    for spec, case in _ops(device, None):
+        args = [distribute_tensor(a, mesh, [Shard(0)]) for a in _arrays(case, (4, 6), device).values()]
+        with pytest.raises(ValueError, match=rf"{spec.name} does not accept DTensor.*full_tensor\(\)"):
+            case.call(*args)
 
 
-# /op: axpby
-# op: flatnonzero
-@check
-def flatnonzero_refuses_dtensor(mesh: Any, device: Any) -> None:
-    import torch
-    from torch.distributed.tensor import Shard, distribute_tensor
-
-    import scale_lib
-
-    dx = distribute_tensor(_data(4, 6, device=device), mesh, [Shard(0)])
-    with pytest.raises(ValueError, match=r"flatnonzero does not accept DTensor.*full_tensor\(\)"):
-        scale_lib.flatnonzero(dx)
-    with pytest.raises(RuntimeError, match="flatnonzero"):  # DTensor's shape propagation
-        torch.ops.scale_lib.flatnonzero(dx)
-    local = scale_lib.flatnonzero(dx.full_tensor())
-    torch.testing.assert_close(local, torch.nonzero(dx.full_tensor().reshape(-1)).reshape(-1))
-
-
-# /op: flatnonzero
-# op: rms_norm, axpby
-# The example block (examples/distributed_block.py), trained under FSDP2 and under tensor +
-# sequence parallelism, against the same model trained on one process.
-def _example() -> Any:
-    examples = str(Path(__file__).resolve().parent.parent / "examples")
-    if examples not in sys.path:
-        sys.path.insert(0, examples)
-    return importlib.import_module("distributed_block")
-
-
-@check
-def block_fsdp2(mesh: Any, device: Any) -> None:
-    example = _example()
-    data = example.make_data(3, device)
-    result = example.compare(example.train_reference(data, device, 0.1), example.train_fsdp(data, mesh, 0.1))
-    assert result["ok"], result
-
-
-@check
-def block_tensor_sequence_parallel(mesh: Any, device: Any) -> None:
-    from torch.distributed.tensor import DTensor, Shard
-
-    example = _example()
-    data = example.make_data(3, device)
-    result = example.compare(
-        example.train_reference(data, device, 0.1), example.train_tensor_parallel(data, mesh, 0.1)
-    )
-    assert result["ok"], result
-    # The scale_lib ops of the parallelised block see and return sequence-sharded DTensors.
-    model = example.parallelize(example.make_model(device), mesh)
-    seen: list[tuple[str, Any]] = []
-
-    def record(name: str) -> Any:
-        return lambda module, args, out: seen.extend([(f"{name} in", args[0]), (f"{name} out", out)])
-
-    model.blocks[0].norm.register_forward_hook(record("rms_norm"))
-    model.blocks[0].register_forward_hook(record("block"))
-    model(data[0][0])
-    for name, t in seen:
-        assert isinstance(t, DTensor) and t.placements == (Shard(1),), (
-            name,
-            type(t),
-            getattr(t, "placements", None),
-        )
-
-
-# /op: rms_norm, axpby
 # ---------------------------------------------------------------------------------------------
 # The two processes
 # ---------------------------------------------------------------------------------------------
-# Checks an op declares with its own tests (tests/test_<op>.py: SHARDED_TORCH_CHECKS, functions
-# of (mesh, device) using the helpers above), so that they go with the op when a library drops it.
-for _op in public_op_names():
-    for _f in getattr(importlib.import_module(f"test_{_op}"), "SHARDED_TORCH_CHECKS", ()):
-        check(_f)
+for _f in added_checks("SHARDED_TORCH_CHECKS"):
+    check(_f)
 
 
 def _init(rank: int, world_size: int, backend: str, port: int) -> Any:
