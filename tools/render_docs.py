@@ -20,7 +20,7 @@ The kinds of span (KINDS below; a fork adds its own the same way):
     pin DIST                     the release of DIST the build compiles against (build-system
                                  requires DIST==X)
     python                       the lowest Python, pyproject.toml's requires-python
-    ops FACT [FACT ...]          the public ops, by name (`axpby`, `scale`), whose declaration (the OpSpec
+    ops FACT [FACT ...]          the public ops, by name (`my_op`, `scale`), whose declaration (the OpSpec
                                  in python/<package>/ops/<op>.py, read as source) has every FACT;
                                  `!FACT` negates one; "none" when no op has them. FACTS below
 
