@@ -31,6 +31,19 @@ TESTS = Path(__file__).resolve().parent
 # ---------------------------------------------------------------------------------------------
 # The checks: the suites' own, over the declared ops, and those other test modules add
 # ---------------------------------------------------------------------------------------------
+class NoOpOfKind(Exception):
+    """A check of the sharding kinds no declared op has (a library without such ops): the suites
+    report it as skipped, not as passed."""
+
+
+def cases_of_kind(*kinds: str | None, device: str | None = None) -> list[tuple[OpSpec, OpCase]]:
+    """:func:`sharded_cases`, or :class:`NoOpOfKind` when there are none."""
+    found = sharded_cases(*kinds, device=device)
+    if not found:
+        raise NoOpOfKind(f"no declared op of sharding kind {' or '.join(map(str, kinds))} here")
+    return found
+
+
 def sharded_cases(*kinds: str | None, device: str | None = None) -> list[tuple[OpSpec, OpCase]]:
     """Every public op whose declared sharding kind is one of ``kinds`` (``None``: no rule),
     with its example call, in declaration order; only those with kernels for ``device``

@@ -89,6 +89,36 @@ def test_module_weights_take_the_direct_path_without_grad(backend: Backend) -> N
     assert weight.grad is not None and weight.grad.shape == (8,)
 
 
+_DIFFERENTIABLE = {spec.name for spec in OPS if spec.public and spec.vjp is not None}
+
+
+@pytest.mark.parametrize(
+    "case",
+    [c for c in declared_cases("cpu") if len(c.arrays) > 1 and c.name in _DIFFERENTIABLE],
+    ids=lambda c: c.name,
+)
+def test_module_weights_beside_a_plain_input_take_the_direct_path_without_grad(case) -> None:
+    # An op's other inputs as a module's weights (nn.Parameter) beside a plain x: under no_grad
+    # straight to the library, with grad through the custom op, with a gradient for each weight.
+    from scale_lib._dispatch import _REGISTERED
+    from scale_lib._torch import ADAPTER
+
+    arrays = case.numpy_inputs(4)
+    x, *rest = (torch.tensor(a, dtype=torch.float32) for a in arrays.values())
+    weights = [torch.nn.Parameter(t) for t in rest]
+    op = _REGISTERED[case.name]
+    with torch.no_grad():
+        assert not ADAPTER.takes_call(op, (x, *weights))
+        y = case.call(x, *weights)
+    assert not y.requires_grad
+    assert ADAPTER.takes_call(op, (x, *weights))
+    expected = case.reference(*(a.astype(np.float32).astype(np.float64) for a in arrays.values()))
+    assert_close(y.numpy(), np.asarray(expected), "float32", reduction=case.reduction)
+    case.call(x, *weights).sum().backward()
+    for weight in weights:
+        assert weight.grad is not None and weight.grad.shape == weight.shape
+
+
 @pytest.mark.parametrize("backend", TORCH_BACKENDS, indirect=True)
 def test_out_with_autograd_is_rejected(backend: Backend) -> None:
     x = _randn(backend, 4, requires_grad=True)

@@ -119,18 +119,19 @@ def copy_example(old: str, new: str, library: str) -> list[str]:
         raise SystemExit(f"error: --like {old}: write an elementwise op with new_op.py {new} instead")
     files = example_files(old, library)
     rename = renamer(old, new, library, [path.read_text() for path in files])
-    copies = {}
+    copies, targets = {}, {}
     for path in files:
         relative = path.relative_to(ROOT).as_posix()
-        target = "/".join(map(rename, relative.split("/")))  # kernels/<op>/ too
+        target = targets[path] = "/".join(map(rename, relative.split("/")))  # kernels/<op>/ too
         if (ROOT / target).exists():
             raise SystemExit(f"error: {new} exists already ({target})")
         copies[target] = rename(path.read_text())
     copied_modules = {Path(target).stem for target in copies if target.endswith(".py")}
     for path in files:
         if path.suffix == ".py":
-            target = next(t for t in copies if Path(t).name == rename(path.name))
-            copies[target] = keep_imported_names(path.read_text(), copies[target], copied_modules)
+            copies[targets[path]] = keep_imported_names(
+                path.read_text(), copies[targets[path]], copied_modules
+            )
     for target, body in copies.items():
         (ROOT / target).parent.mkdir(parents=True, exist_ok=True)
         (ROOT / target).write_text(body)

@@ -228,9 +228,19 @@ def op_name(name: str, library: str) -> str:
             f"error: op name {name!r} is already bound by {library} (its package, its ops or its "
             "exported functions); the op would be hidden behind it. Choose another name"
         )
+    if name not in existing_ops() and (claimed := _remover()["own_files"](name)):
+        shown = ", ".join(p.relative_to(ROOT).as_posix() for p in claimed[:4])
+        sys.exit(
+            f"error: op name {name!r} would make files that are not its own look like its files "
+            f"({shown}), which tools/remove_op.py would delete with it; choose another name"
+        )
     return name
+
+
+def _remover() -> dict:
+    return runpy.run_path(str(ROOT / "tools" / "remove_op.py"))
 
 
 def existing_ops() -> set[str]:
     """The ops the library registers (tools/remove_op.py reads them)."""
-    return set(runpy.run_path(str(ROOT / "tools" / "remove_op.py"))["declared_ops"]())
+    return set(_remover()["declared_ops"]())

@@ -4,7 +4,7 @@
 Deletes the op's own files (its folder kernels/NAME/, and kernels/NAME*, kernels/cubin/NAME*,
 kernels/triton/NAME* where a library made before ops had folders keeps them,
 bindings/NAME_binding.cc, python/scale_lib/ops/NAME.py and nvrtc_kernels/NAME.cu, tests/test_NAME.py
-and test_NAME_*.py, docs/kernels/NAME.md,
+and test_NAME_distributed.py, docs/kernels/NAME.md,
 benchmarks/bench_NAME.py, report_NAME.py and overhead/NAME.py, measured results
 docs/_static/perf/*/NAME.*), its registration line in python/scale_lib/ops/__init__.py, its
 export from the package's __init__.py and its name in .copier-answers.yml; a file shared by
@@ -71,7 +71,7 @@ def own_files(name: str) -> list[Path]:
         f"{PACKAGE.relative_to(ROOT).as_posix()}/ops/{name}.py",
         f"{PACKAGE.relative_to(ROOT).as_posix()}/nvrtc_kernels/{name}.cu",
         f"tests/test_{name}.py",
-        f"tests/test_{name}_*.py",
+        f"tests/test_{name}_distributed.py",
         f"docs/kernels/{name}.md",
         f"benchmarks/bench_{name}.py",
         f"benchmarks/bench_{name}_*.py",

@@ -34,13 +34,16 @@ pages against.
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import operator
 import re
+import runpy
 import sys
 import tomllib
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 SPAN = re.compile(r"<!-- render: (?P<spec>.+?) -->(?P<body>.*?)<!-- /render -->", re.DOTALL)
@@ -233,10 +236,10 @@ FACTS: dict[str, Callable[[dict[str, ast.expr]], bool]] = {
     "linear": lambda kw: _true(kw.get("linear")),
     "data-sized": lambda kw: _keyword_true(kw.get("output"), "allocated_by_library"),  # no jit
     "rows": lambda kw: any(_keyword_true(i, "rows") for i in _items(kw.get("inputs"))),
-    "ndim": lambda kw: any(_keyword_set(i, "min_ndim") for i in _items(kw.get("inputs"))[:1]),
+    "ndim": lambda kw: any(_keyword_positive(i, "min_ndim") for i in _items(kw.get("inputs"))[:1]),
     "workspace": lambda kw: _set(kw.get("workspace")),
     "triton": lambda kw: _true(kw.get("triton")),
-    "cpu": lambda kw: "devices" not in kw or "cpu" in ast.literal_eval(kw["devices"]),
+    "cpu": lambda kw: "devices" not in kw or "cpu" in _literal_of(kw["devices"], "devices"),
     "sharded": lambda kw: _set(kw.get("sharding")),
     "elementwise": lambda kw: _literal(kw.get("sharding")) == "elementwise",
     "rowwise": lambda kw: _literal(kw.get("sharding")) == "rows",
@@ -263,12 +266,22 @@ def _keyword_true(call: ast.expr | None, name: str) -> bool:
     return isinstance(call, ast.Call) and any(k.arg == name and _true(k.value) for k in call.keywords)
 
 
-def _keyword_set(call: ast.expr | None, name: str) -> bool:
-    return isinstance(call, ast.Call) and any(k.arg == name and _set(k.value) for k in call.keywords)
+def _keyword_positive(call: ast.expr | None, name: str) -> bool:
+    if not isinstance(call, ast.Call):
+        return False
+    return any(k.arg == name and _literal_of(k.value, name) > 0 for k in call.keywords)
+
+
+def _literal_of(node: ast.expr, what: str) -> Any:
+    """The literal value of ``node``; a ValueError naming ``what`` if it is not one."""
+    value = _literal(node)
+    if isinstance(value, ast.AST):
+        raise ValueError(f"{what}={ast.unparse(value)} is not a literal this script can read")
+    return value
 
 
 def _items(node: ast.expr | None) -> list[ast.expr]:
-    return list(node.elts) if isinstance(node, ast.Tuple) else []
+    return list(node.elts) if isinstance(node, (ast.Tuple, ast.List)) else []
 
 
 class _Resolve(ast.NodeTransformer):
@@ -281,13 +294,15 @@ class _Resolve(ast.NodeTransformer):
         return self.names.get(node.id, node)
 
 
+@functools.cache  # one run reads the declarations once
 def declared_ops() -> dict[str, dict[str, ast.expr]]:
     """name -> the keywords of its OpSpec call, for every public op of a module the registry
-    (ops/__init__.py) imports. A module-level name (`_WEIGHT`) is replaced by its value."""
-    package = next((ROOT / "python").glob("*/ops/__init__.py")).parent
-    order = re.findall(r"^from \.(\w+) import", (package / "__init__.py").read_text(), re.M)
+    registers (tools/remove_op.py reads the registry). A module-level name (`_WEIGHT`) is replaced
+    by its value. An OpSpec this cannot read as written is a ValueError saying which."""
+    remove_op = runpy.run_path(str(ROOT / "tools" / "remove_op.py"))
+    package = remove_op["REGISTRY"].parent
     ops: dict[str, dict[str, ast.expr]] = {}
-    for module in order:
+    for module in remove_op["declared_ops"]():
         tree = ast.parse((package / f"{module}.py").read_text())
         resolve = _Resolve(
             {
@@ -298,11 +313,22 @@ def declared_ops() -> dict[str, dict[str, ast.expr]]:
                 if isinstance(t, ast.Name)
             }
         )
-        for call in ast.walk(tree):
-            if isinstance(call, ast.Call) and getattr(call.func, "id", "") == "OpSpec":
-                keywords = {k.arg: resolve.visit(k.value) for k in call.keywords if k.arg}
-                if _literal(keywords.get("public")) is not False:
-                    ops[ast.literal_eval(call.args[0])] = keywords
+        calls = [
+            call
+            for call in ast.walk(tree)
+            if isinstance(call, ast.Call)
+            and (getattr(call.func, "id", None) or getattr(call.func, "attr", None)) == "OpSpec"
+        ]
+        if not calls:
+            raise ValueError(f"{package.name}/{module}.py: no OpSpec(...) call to read")
+        for call in calls:
+            keywords = {k.arg: resolve.visit(k.value) for k in call.keywords if k.arg}
+            name = keywords.pop("name", None) or (resolve.visit(call.args[0]) if call.args else None)
+            where = f"{package.name}/{module}.py:{call.lineno}"
+            if not isinstance(_literal(name), str):
+                raise ValueError(f"{where}: the OpSpec's name is not a string literal this script can read")
+            if _literal(keywords.get("public")) is not False:
+                ops[_literal(name)] = keywords
     return ops
 
 
@@ -369,14 +395,20 @@ def rendered(text: str, kinds: set[str] | None = None) -> str:
 def render_ops_spans() -> list[Path]:
     """Render the ``ops`` spans of every page again: tools/new_op.py and tools/remove_op.py call
     this after changing the declared ops (the other spans need the library's build or results).
-    Returns the pages it changed."""
+    Returns the pages it changed; where a declaration cannot be read, says so and changes none
+    (the change to the ops is made; `python3 tools/render_docs.py` renders them once it reads)."""
     changed = []
-    for page in pages():
-        text = page.read_text()
-        if "<!-- render: ops " in text and (new := rendered(text, {"ops"})) != text:
-            page.write_text(new)
-            changed.append(page)
-    return changed
+    try:
+        for page in pages():
+            text = page.read_text()
+            if "<!-- render: ops " in text and (new := rendered(text, {"ops"})) != text:
+                changed.append((page, new))
+    except (OSError, ValueError, SyntaxError) as error:
+        print(f"note: the pages' lists of ops were not rendered: {error}", file=sys.stderr)
+        return []
+    for page, new in changed:
+        page.write_text(new)
+    return [page for page, _ in changed]
 
 
 def main(argv: list[str]) -> int:

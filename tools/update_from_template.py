@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import runpy
 import shutil
 import subprocess
 import sys
@@ -125,6 +126,9 @@ def main(argv: list[str]) -> int:
             file=sys.stderr,
         )
         return 1
+    render_docs = ROOT / "tools" / "render_docs.py"
+    if render_docs.is_file():  # the pages' lists of ops of a kind: the template's, and this library's own
+        runpy.run_path(str(render_docs))["render_ops_spans"]()
     print("updated: review `git diff`, run the tests, commit")
     return 0
 
