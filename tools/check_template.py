@@ -14,7 +14,8 @@
      elementwise op with the documented vjp (tools/new_op.py, then the user's edits), and
      prefix_sum and cumprod, scans (--kind scan, cumprod with --scan-op prod; docs/scan.md's code
      is what the scaffold wrote), add an op of its own kernels (--kind custom), where the
-     library has softmax a copy of it (new_op.py fast_softmax --like softmax), remove one op
+     library has softmax a copy of it (new_op.py fast_softmax --like softmax), where it has
+     rms_norm a copy of that (my_norm --like rms_norm), remove one op
      (tools/remove_op.py), commit; then the same checks and its docs (the removed op dropped
      too). Every kind of scaffold meets every framework in step 4, once;
   3. generate a library at the last template commit with one ops.py (a section per op), edit a
@@ -240,6 +241,10 @@ def flow_evolve(work: Path) -> None:
             with step(f"{name}: add fast_softmax, a copy of the NVRTC example (new_op.py --like softmax)"):
                 run(*new_op, "fast_softmax", "--like", "softmax", cwd=dest)
                 added.add("fast_softmax")
+        if "rms_norm" in ops and removed != "rms_norm":  # its copy's tests name torch's rms_norm
+            with step(f"{name}: add my_norm, a copy of the reduction example (new_op.py --like rms_norm)"):
+                run(*new_op, "my_norm", "--like", "rms_norm", cwd=dest)
+                added.add("my_norm")
         with step(f"  remove {removed} (tools/remove_op.py), commit"):
             run(PY, "tools/remove_op.py", removed, cwd=dest)
             _commit(dest, f"{', '.join(sorted(added))}; without {removed}")

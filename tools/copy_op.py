@@ -77,7 +77,8 @@ def keep_imported_names(original: str, renamed: str, copied_modules: set[str]) -
     after = [n for n in ast.walk(ast.parse(renamed)) if isinstance(n, ast.ImportFrom)]
     lines = renamed.splitlines(keepends=True)
     for old, new in reversed(list(zip(before, after, strict=True))):
-        if new.module in copied_modules or [a.name for a in old.names] == [a.name for a in new.names]:
+        copied = (new.module or "").rsplit(".", 1)[-1] in copied_modules  # ops.<op>, from a test too
+        if copied or [a.name for a in old.names] == [a.name for a in new.names]:
             continue
         pairs = [(a.name, b.asname or b.name) for a, b in zip(old.names, new.names, strict=True)]
         indent = lines[new.lineno - 1][: new.col_offset]
@@ -88,6 +89,11 @@ def keep_imported_names(original: str, renamed: str, copied_modules: set[str]) -
         statements += [f"{head}{name} as {bound}\n" for name, bound in pairs if name != bound]
         lines[new.lineno - 1 : new.end_lineno] = statements
     return "".join(lines)
+
+
+# A page's passages about the template itself (its measurements): new_library.py drops them from
+# a generated library; a copy made in the template checkout drops them too.
+TEMPLATE_ONLY = re.compile(r"<!-- template-only -->.*?<!-- /template-only -->\n?", re.DOTALL)
 
 
 def example_files(old: str, library: str) -> list[Path]:
@@ -125,7 +131,10 @@ def copy_example(old: str, new: str, library: str) -> list[str]:
         target = targets[path] = "/".join(map(rename, relative.split("/")))  # kernels/<op>/ too
         if (ROOT / target).exists():
             raise SystemExit(f"error: {new} exists already ({target})")
-        copies[target] = rename(path.read_text())
+        text = path.read_text()
+        if path.suffix == ".md":  # the template's measurements of the example are not the copy's
+            text = re.sub(r"\n{3,}", "\n\n", TEMPLATE_ONLY.sub("", text))
+        copies[target] = rename(text)
     copied_modules = {Path(target).stem for target in copies if target.endswith(".py")}
     for path in files:
         if path.suffix == ".py":
