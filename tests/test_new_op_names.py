@@ -38,6 +38,7 @@ def _status() -> str:
         ("tvm_ffi_utils", "shadow the header"),  # the project's own include/
         ("len", "builtin"),  # the op's module would call the op for len()
         ("ctypes", "standard module"),  # a module the package imports
+        ("cpu", "not its own"),  # benchmarks/bench_cpu.py would look like its benchmark
     ],
 )
 def test_new_op_refuses_names_that_would_break_the_library(name: str, why: str) -> None:
@@ -49,6 +50,30 @@ def test_new_op_refuses_names_that_would_break_the_library(name: str, why: str) 
     assert name in child.stderr
     assert re.search(why, child.stderr), child.stderr
     assert _status() == before, "new_op.py wrote files before refusing"
+
+
+@pytest.mark.skipif(not (ROOT / "tools" / "op_names.py").is_file(), reason="no tools/op_names.py here")
+def test_argument_names_the_generated_code_uses_are_found() -> None:
+    # new_op.py renders the scaffolds with stand-ins for the inputs and attributes and refuses a
+    # name used in a function beside them (a C++ local, a vjp's parameter, a test's module).
+    import runpy
+
+    names = runpy.run_path(str(ROOT / "tools" / "op_names.py"))
+    arg = names["PLACEHOLDER"]
+    files = {
+        "kernels/f/f.cu": (
+            f"// count: n\nvoid FCPU(TensorView out, TensorView {arg}0, double {arg}1) {{\n"
+            f'  const int64_t n = {arg}0.numel();  // rows\n  auto note = "cols";\n  x.stride(0);\n}}\n'
+            "void Other(int rows) {}\n"
+        ),
+        "python/lib/ops/f.py": f"vjp = lambda grad, out, {arg}0: (grad,)\n\ndef unrelated(np):\n    return np\n",
+        "tests/test_f.py": f"def test_f({arg}0):\n    assert np.all({arg}0)\n",
+        "docs/kernels/f.md": f"`{arg}0` and `weight`\n",
+    }
+    used = names["names_beside_arguments"](files)
+    assert {"n", "out", "grad", "np", "note"} <= set(used), used
+    assert not {"rows", "cols", "stride", "unrelated", "weight"} & set(used), used
+    assert not [n for n in used if arg in n]
 
 
 # template-only:begin

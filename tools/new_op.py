@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Scaffold a new op of any signature: every file an op touches, as a working op to edit.
 
-    python3 tools/new_op.py NAME [--inputs x,y] [--attrs alpha:float,n:int,flag:bool]
+    python3 tools/new_op.py NAME [--inputs x,y] [--attrs alpha:float,times:int,flag:bool]
                             [--kind elementwise|rows|scan|custom] [--cuda-only]
                             [--lang cuda|triton] [--scan-op sum|prod|logaddexp]
 
@@ -25,12 +25,15 @@ builds, passes lint and passes its tests as generated. Its math until you change
 kernels/NAME/NAME.py (the @triton.jit kernel and the specialisations the build compiles), and
 kernels/NAME/NAME.cu is its launcher; the CPU twin stays C++.
 
-Integer attributes multiply like floats; a bool attribute negates the result when true.
+Integer attributes multiply like floats; a bool attribute negates the result when true. An input
+or attribute may not take a name the generated code uses beside it (``n``, ``rows``, ``grad``,
+``np``, ...: tools/op_names.py finds them in a trial rendering); the error says where.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.util
 import os
 import re
@@ -450,6 +453,24 @@ def finish(created: list[str], edited: list[str], package: Path, run_formatters:
     return 0
 
 
+def check_argument_names(s: Spec) -> None:
+    """Exits where an input or attribute would take a name the generated code uses beside it."""
+    names = runpy.run_path(str(ROOT / "tools" / "op_names.py"))
+    stand_in = [f"{names['PLACEHOLDER']}{i}" for i in range(len(s.inputs) + len(s.attrs))]
+    attrs = tuple(
+        a if a.name == REVERSE and s.kind == "scan" else Attr(name, a.type)
+        for a, name in zip(s.attrs, stand_in[len(s.inputs) :], strict=True)
+    )
+    trial = dataclasses.replace(s, inputs=tuple(stand_in[: len(s.inputs)]), attrs=attrs)
+    used = names["names_beside_arguments"](created_files(trial))
+    for name in [*s.inputs, *(a.name for a in s.attrs if a not in attrs)]:
+        if name in used:
+            sys.exit(
+                f"error: {name!r} is a name the generated code uses beside the op's arguments "
+                f"(in {used[name]}); name the input or attribute otherwise"
+            )
+
+
 def main(argv: list[str]) -> int:
     s, run_formatters = parse(argv)
     if s.like:
@@ -457,6 +478,7 @@ def main(argv: list[str]) -> int:
     if importlib.util.find_spec("jinja2") is None:  # the scaffolds are Jinja templates
         python = tools_python()
         os.execv(python, [str(python), __file__, *argv])
+    check_argument_names(s)
     created = created_files(s)
     package = ROOT / "python" / s.lib
     existing = [p for p in created if (ROOT / p).exists()]

@@ -244,3 +244,63 @@ def _remover() -> dict:
 def existing_ops() -> set[str]:
     """The ops the library registers (tools/remove_op.py reads them)."""
     return set(_remover()["declared_ops"]())
+
+
+# -- names the generated code uses beside an op's inputs and attributes -------------------------
+PLACEHOLDER = "zzarg"  # stands for the op's inputs and attributes in a trial rendering
+
+
+def names_beside_arguments(files: dict[str, str]) -> dict[str, str]:
+    """name -> a file where it is used in a function that also takes one of the op's inputs or
+    attributes (the files rendered with PLACEHOLDER names for them): an input or attribute of
+    that name would collide with it (a C++ local such as ``n`` redeclared, a Python parameter
+    given twice, a module such as ``np`` hidden in a test)."""
+    used: dict[str, str] = {}
+    for path, text in files.items():
+        if path.endswith(".py"):
+            found = _python_names_beside(text)
+        elif path.endswith((".cc", ".cu", ".h")):
+            found = _cpp_names_beside(text)
+        else:
+            continue
+        for name in found:
+            if PLACEHOLDER not in name:
+                used.setdefault(name, path)
+    return used
+
+
+def _python_names_beside(text: str) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            params = {a.arg for a in ast.walk(node.args) if isinstance(a, ast.arg)}
+            if any(PLACEHOLDER in p for p in params):
+                names |= params | {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+    return names
+
+
+def _cpp_names_beside(text: str) -> set[str]:
+    """Identifiers (not members, not after ::) of each function whose parameters or body name a
+    placeholder: its parameter list and body, found by matching brackets."""
+    code = re.sub(r"//[^\n]*|/\*.*?\*/|\"(?:\\.|[^\"\\])*\"", " ", text, flags=re.DOTALL)
+    names: set[str] = set()
+    for head in re.finditer(r"\)\s*(?:const\s*)?(?:->\s*[\w:<>]+\s*)?\{", code):
+        start = _matching(code, head.start(), "(", ")", -1)
+        end = _matching(code, head.end() - 1, "{", "}", 1)
+        if start is None or end is None:
+            continue
+        function = code[start : end + 1]
+        if PLACEHOLDER in function:
+            names |= set(re.findall(r"(?<![.\w>:])([a-z_][a-z0-9_]*)\b", function))
+    return names
+
+
+def _matching(code: str, at: int, opening: str, closing: str, step: int) -> int | None:
+    """The index of the bracket matching the one at ``at``, searching forward (step 1) or back."""
+    depth, i = 0, at
+    while 0 <= i < len(code):
+        depth += {opening: step, closing: -step}.get(code[i], 0)
+        if depth == 0:
+            return i
+        i += step
+    return None
