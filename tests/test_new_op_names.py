@@ -66,7 +66,9 @@ def test_argument_names_the_generated_code_uses_are_found() -> None:
             f'  const int64_t n = {arg}0.numel();  // rows\n  auto note = "cols";\n  x.stride(0);\n}}\n'
             "void Other(int rows) {}\n"
         ),
-        "python/lib/ops/f.py": f"vjp = lambda grad, out, {arg}0: (grad,)\n\ndef unrelated(np):\n    return np\n",
+        "python/lib/ops/f.py": (
+            f"vjp = lambda grad, out, {arg}0: (grad,)\n\ndef unrelated(np):\n    return np\n"
+        ),
         "tests/test_f.py": f"def test_f({arg}0):\n    assert np.all({arg}0)\n",
         "docs/kernels/f.md": f"`{arg}0` and `weight`\n",
     }
