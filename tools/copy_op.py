@@ -119,7 +119,9 @@ def copy_example(old: str, new: str, library: str) -> list[str]:
     declared = remove["declared_ops"]()
     if old not in declared:
         raise SystemExit(
-            f"error: --like {old}: the library has no op {old} (examples here: {', '.join(declared)})"
+            f"error: --like {old}: the library has no op {old} (examples here: {', '.join(declared)}); "
+            f"if {old} is an example op of the template this library was made from "
+            f"(.copier-answers.yml) and was left out, a library generated with --ops {old} has it"
         )
     if old in remove["KEEP"]:  # its tests and docs lean on shared files (tests/reference.py)
         raise SystemExit(f"error: --like {old}: write an elementwise op with new_op.py {new} instead")
