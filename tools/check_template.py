@@ -339,7 +339,10 @@ def flow_update(work: Path) -> None:
         )
         _commit(dest, "library edits")
     with step("update the library to the template's newest commit (tools/update_from_template.py)"):
+        renders = "render_ops_spans" in (dest / "tools" / "update_from_template.py").read_text()
         run(PY, "tools/update_from_template.py", "HEAD", cwd=dest)
+        if not renders:  # a tool from before the ops spans: the user renders them, as test_docs says
+            run(PY, "tools/render_docs.py", cwd=dest)
         touched = run("git", "status", "--short", cwd=dest)
         print("   " + touched.strip().replace("\n", "\n   "))
         header = (dest / "include" / "tvm_ffi_utils.h").read_text()
