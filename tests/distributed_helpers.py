@@ -140,7 +140,10 @@ def assert_spec(out: Any, mesh: Any, *spec: Any) -> None:
 def close(a: Any, b: Any, rtol: float = 1e-5, atol: float = 1e-6) -> None:
     import numpy as np
 
-    np.testing.assert_allclose(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64), rtol, atol)
+    # equal_nan=False: the expected values come from the same op unsharded, and a NaN on both
+    # sides (a gradient gone wrong the same way) must not pass.
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    np.testing.assert_allclose(a, b, rtol, atol, equal_nan=False)
 
 
 def no_gather(hlo: str) -> None:
