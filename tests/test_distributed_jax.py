@@ -246,7 +246,8 @@ def vmap_keeps_sharding() -> None:
 
 @check
 def shard_map_still_works() -> None:
-    # Inside shard_map an op is called directly on each device's rows (per-feature inputs whole).
+    # Inside shard_map an op is called directly on each device's rows (per-feature inputs whole),
+    # alone and chained with another op.
     import jax
     from jax.sharding import PartitionSpec as P
 
@@ -255,10 +256,15 @@ def shard_map_still_works() -> None:
         whole = per_feature(spec)
         arrays = _arrays(case, (8, 16))
         specs = tuple(P() if whole[n] else P("b") for n in case.arrays)
-        f = jax.shard_map(case.call, mesh=mesh, in_specs=specs, out_specs=P("b"))
-        out, hlo = compiled(f, *_placed(spec, arrays, mesh, "b", None))
-        no_gather(hlo)
-        close(out, case.call(*arrays.values()))
+
+        def chained(*args: Any, case: OpCase = case) -> Any:
+            return scale_lib.scale(case.call(*args), 2.0)
+
+        for body in (case.call, chained):
+            f = jax.shard_map(body, mesh=mesh, in_specs=specs, out_specs=P("b"))
+            out, hlo = compiled(f, *_placed(spec, arrays, mesh, "b", None))
+            no_gather(hlo)
+            close(out, body(*arrays.values()))
 
 
 @check
