@@ -36,9 +36,12 @@ class NoOpOfKind(Exception):
     report it as skipped, not as passed."""
 
 
-def cases_of_kind(*kinds: str | None, device: str | None = None) -> list[tuple[OpSpec, OpCase]]:
-    """:func:`sharded_cases`, or :class:`NoOpOfKind` when there are none."""
-    found = sharded_cases(*kinds, device=device)
+def cases_of_kind(
+    *kinds: str | None, device: str | None = None, jittable: bool = False
+) -> list[tuple[OpSpec, OpCase]]:
+    """:func:`sharded_cases` (only those that work under ``jax.jit`` with ``jittable``), or
+    :class:`NoOpOfKind` when there are none."""
+    found = [(s, c) for s, c in sharded_cases(*kinds, device=device) if c.jittable or not jittable]
     if not found:
         raise NoOpOfKind(f"no declared op of sharding kind {' or '.join(map(str, kinds))} here")
     return found

@@ -26,6 +26,7 @@ from distributed_helpers import (
     NoOpOfKind,
     added_checks,
     assert_spec,
+    cases_of_kind,
     close,
     compiled,
     jax_data,
@@ -33,7 +34,6 @@ from distributed_helpers import (
     no_gather,
     per_feature,
     put,
-    sharded_cases,
 )
 
 import scale_lib
@@ -62,10 +62,7 @@ def _ops(*kinds: str) -> list[tuple[OpSpec, OpCase]]:
     import jax
 
     platform = "cuda" if jax.devices()[0].platform == "gpu" else "cpu"
-    found = [(spec, case) for spec, case in sharded_cases(*kinds, device=platform) if case.jittable]
-    if not found:
-        raise NoOpOfKind(f"no jittable op of sharding kind {' or '.join(kinds)} here")
-    return found
+    return cases_of_kind(*kinds, device=platform, jittable=True)
 
 
 def _arrays(case: OpCase, shape: tuple[int, ...], seed: int = 0, dtype: str = "float32") -> dict[str, Any]:

@@ -339,7 +339,7 @@ def flow_update(work: Path) -> None:
         )
         _commit(dest, "library edits")
     with step("update the library to the template's newest commit (tools/update_from_template.py)"):
-        renders = "render_ops_spans" in (dest / "tools" / "update_from_template.py").read_text()
+        renders = "render_op_lists" in (dest / "tools" / "update_from_template.py").read_text()
         run(PY, "tools/update_from_template.py", "HEAD", cwd=dest)
         if not renders:  # a tool from before the ops spans: the user renders them, as test_docs says
             run(PY, "tools/render_docs.py", cwd=dest)

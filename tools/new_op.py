@@ -443,10 +443,8 @@ def finish(created: list[str], edited: list[str], package: Path, run_formatters:
     if run_formatters:
         format_files([ROOT / p for p in created] + [package / "ops" / "__init__.py", package / "__init__.py"])
     track([ROOT / p for p in created])
-    render_docs = ROOT / "tools" / "render_docs.py"
-    if render_docs.is_file():  # the pages' lists of the ops of a kind (<!-- render: ops ... -->)
-        pages = runpy.run_path(str(render_docs))["render_ops_spans"]()
-        edited = edited + [p.relative_to(ROOT).as_posix() for p in pages]
+    pages = runpy.run_path(str(ROOT / "tools" / "remove_op.py"))["render_op_lists"]()
+    edited = edited + [p.relative_to(ROOT).as_posix() for p in pages]
     print(f"created {', '.join(created)}")
     print(f"edited  {', '.join(edited)}")
     print(hint)

@@ -223,12 +223,14 @@ def op_name(name: str, library: str) -> str:
             f"error: op name {name!r} would make kernels/{name}/{name}.h shadow the header <{name}.h> "
             "(or clash with its macros); choose another name"
         )
-    if name in bound_names(library) - existing_ops():
+    remover = _remover()
+    existing = set(remover["declared_ops"]())
+    if name in bound_names(library) - existing:
         sys.exit(
             f"error: op name {name!r} is already bound by {library} (its package, its ops or its "
             "exported functions); the op would be hidden behind it. Choose another name"
         )
-    if name not in existing_ops() and (claimed := _remover()["own_files"](name)):
+    if name not in existing and (claimed := remover["own_files"](name)):
         shown = ", ".join(p.relative_to(ROOT).as_posix() for p in claimed[:4])
         sys.exit(
             f"error: op name {name!r} would make files that are not its own look like its files "

@@ -222,9 +222,14 @@ def apply(files: list[Path], edits: dict[Path, str]) -> None:
     remove_empty_folders(files)
     for path, text in edits.items():
         path.write_text(text, encoding="utf-8")
+    render_op_lists()
+
+
+def render_op_lists() -> list[Path]:
+    """Render the pages' lists of the ops of a kind (``<!-- render: ops ... -->``) for the ops
+    declared now; the pages changed. tools/new_op.py and tools/update_from_template.py call it too."""
     render_docs = ROOT / "tools" / "render_docs.py"
-    if render_docs.is_file():  # the pages' lists of ops of a kind
-        runpy.run_path(str(render_docs))["render_ops_spans"]()
+    return runpy.run_path(str(render_docs))["render_ops_spans"]() if render_docs.is_file() else []
 
 
 def check_removable(name: str) -> None:

@@ -126,9 +126,9 @@ def main(argv: list[str]) -> int:
             file=sys.stderr,
         )
         return 1
-    render_docs = ROOT / "tools" / "render_docs.py"
-    if render_docs.is_file():  # the pages' lists of ops of a kind: the template's, and this library's own
-        runpy.run_path(str(render_docs))["render_ops_spans"]()
+    remove_op = ROOT / "tools" / "remove_op.py"
+    if remove_op.is_file():  # the pages' lists of the ops of a kind: the template's and its own
+        runpy.run_path(str(remove_op))["render_op_lists"]()
     print("updated: review `git diff`, run the tests, commit")
     return 0
 

@@ -164,22 +164,29 @@ def run_decode(
                 except Exception as err:  # noqa: BLE001 - recorded: the report marks the mode missed
                     works[name], errors[name] = False, f"{type(err).__name__}: {err}"[:500]
             timings = timing.per_call_us(impls, sample_s, repeats, sync) if impls else {}
-            row = {
-                "array": f"torch {device}",
-                "mode": mode,
-                "batch": batch,
-                "shape": [batch, HIDDEN],
-                "dtype": "bfloat16",
-                "works": works,
-                "errors": errors,
-                "impls": [{"label": name, **t} for name, t in timings.items()],
-            }
+            row = _row(f"torch {device}", mode, batch, works, errors, timings)
             if device == "cpu" and len(impls) == 2:
                 row["handover_us"] = timing.handover_us(impls, repeats)
             rows.append(row)
-            cells = ", ".join(f"{name} {t['median_us']:.2f}" for name, t in timings.items())
-            print(f"decode torch {device} B={batch:<3d} {mode:30s} {cells} {errors or ''}", flush=True)
     return rows
+
+
+def _row(
+    array: str, mode: str, batch: int, works: dict[str, bool], errors: dict[str, str], timings: dict
+) -> dict[str, Any]:
+    """One measured case as the JSON keeps it, printed as it is recorded."""
+    cells = ", ".join(f"{name} {t['median_us']:.2f}" for name, t in timings.items())
+    print(f"decode {array} B={batch:<3d} {mode:30s} {cells} {errors or ''}", flush=True)
+    return {
+        "array": array,
+        "mode": mode,
+        "batch": batch,
+        "shape": [batch, HIDDEN],
+        "dtype": "bfloat16",
+        "works": works,
+        "errors": errors,
+        "impls": [{"label": name, **t} for name, t in timings.items()],
+    }
 
 
 def decode_step_jnp(x: Any, w1: Any, w2: Any) -> Any:
@@ -228,20 +235,7 @@ def run_decode_jax(
             except Exception as err:  # noqa: BLE001 - recorded: the report marks the case missed
                 works[name], errors[name] = False, f"{type(err).__name__}: {err}"[:500]
         timings = timing.per_call_us(impls, sample_s, repeats, jax.block_until_ready) if impls else {}
-        rows.append(
-            {
-                "array": f"jax {device}",
-                "mode": "jax.jit",
-                "batch": batch,
-                "shape": [batch, HIDDEN],
-                "dtype": "bfloat16",
-                "works": works,
-                "errors": errors,
-                "impls": [{"label": name, **t} for name, t in timings.items()],
-            }
-        )
-        cells = ", ".join(f"{name} {t['median_us']:.2f}" for name, t in timings.items())
-        print(f"decode jax {device} B={batch:<3d} jax.jit {cells} {errors or ''}", flush=True)
+        rows.append(_row(f"jax {device}", "jax.jit", batch, works, errors, timings))
     return rows
 
 
