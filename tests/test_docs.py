@@ -125,8 +125,13 @@ def test_literalinclude_regions_exist(page: Path, path: str, options: dict[str, 
     for key in ("start-after", "end-before"):
         if key in options:
             assert text.count(options[key]) == 1, f"{path}: marker {options[key]!r} must appear once"
-    if "pyobject" in options:
-        assert re.search(rf"^(def|class) {options['pyobject']}\b", text, re.MULTILINE), options
+    if "pyobject" in options:  # a function or class, or a method as Class.method
+        *owner, name = options["pyobject"].split(".")
+        if owner:
+            assert re.search(rf"^class {owner[0]}\b", text, re.MULTILINE), options
+            text = text[re.search(rf"^class {owner[0]}\b.*\n", text, re.MULTILINE).end() :]  # its body
+            text = text[: m.start()] if (m := re.search(r"^\S", text, re.MULTILINE)) else text
+        assert re.search(rf"^\s*(def|class) {name}\b", text, re.MULTILINE), options
     if "start-after" in options and "end-before" in options:
         region = text.split(options["start-after"], 1)[1].split(options["end-before"], 1)[0]
         assert region.strip(), f"{path}: region {options['start-after']} is empty"

@@ -175,7 +175,7 @@ def test_compiled_calls_do_not_depend_on_the_librarys_registries(case) -> None:
     # eager route's registries change as a process runs (a new array type, a framework imported):
     # were they read while tracing, each change would recompile, and every call would pay for
     # checking them.
-    from scale_lib import _dispatch, _numpy
+    from scale_lib import _adapter, _numpy
 
     compiles = []
 
@@ -188,11 +188,11 @@ def test_compiled_calls_do_not_depend_on_the_librarys_registries(case) -> None:
     compiled = torch.compile(lambda *a: case.call(*a), backend=count_compiles, fullgraph=True)
     expected = case.call(*arrays)
     torch.testing.assert_close(compiled(*arrays), expected)
-    _dispatch._BY_TYPE[_AnotherArrayType] = _numpy.ADAPTER
+    _adapter._BY_TYPE[_AnotherArrayType] = _numpy.ADAPTER
     try:
         torch.testing.assert_close(compiled(*arrays), expected)
     finally:
-        del _dispatch._BY_TYPE[_AnotherArrayType]
+        del _adapter._BY_TYPE[_AnotherArrayType]
     assert len(compiles) == 1
 
 

@@ -1,37 +1,72 @@
 # SPDX-License-Identifier: Apache-2.0
-"""What the dispatcher asks of a framework. Each framework's module (``_numpy.py``,
-``_torch.py``, ``_jax.py``, ``_paddle.py``, ``_cupy.py``) subclasses :class:`Adapter` and holds
-everything about that framework; the defaults here are the plain eager path.
+"""What a framework is to the call path, and the eager call frameworks share.
+
+Each framework's module (``_numpy.py``, ``_torch.py``, ``_jax.py``, ``_paddle.py``,
+``_cupy.py``) subclasses :class:`Adapter` (or :class:`AllocatingAdapter`) and owns its call:
+:meth:`Adapter.run`. The base class runs a call eagerly through DLPack (allocate the output with
+the framework, call the library); a framework with machinery of its own (autograd, tracing, XLA)
+overrides ``run`` to send the calls that need it there. :func:`adapter_of` tells which framework
+an array is from, once per type.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 from typing import Any
 
-from ._op import Op
+from ._op import Op, exact_types
 from ._spec import Shape
+
+# The frameworks, in the order arrays are classified (set once by _dispatch), and
+# type(array) -> its framework's adapter, filled on first sight of each type.
+_FRAMEWORKS: list[Adapter] = []
+_BY_TYPE: dict[type, Adapter] = {}
+
+
+def use_frameworks(adapters: tuple[Adapter, ...]) -> None:
+    _FRAMEWORKS[:] = adapters
+
+
+def adapter_of(obj: Any, arg_name: str) -> Adapter:
+    """The adapter of array ``obj``; ``TypeError`` naming ``arg_name`` if it is not an array the
+    library accepts."""
+    cls = type(obj)
+    adapter = _BY_TYPE.get(cls)
+    if adapter is not None:
+        return adapter
+    for candidate in _FRAMEWORKS:
+        array_type = candidate.array_type()  # None unless the framework is imported
+        # isinstance, not issubclass: jax.Array recognises its tracers by instance only.
+        if array_type is not None and isinstance(obj, array_type):
+            candidate.check_type(cls, arg_name)
+            _BY_TYPE[cls] = candidate
+            return candidate
+    name = cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
+    supported = ", ".join(a.array_name for a in _FRAMEWORKS[:-1]) + f" or {_FRAMEWORKS[-1].array_name}"
+    raise TypeError(f"{arg_name} must be an array ({supported}); got {name}")
+
+
+def check_other_inputs(op: Op, inputs: tuple[Any, ...]) -> None:
+    """Every input is an array, or None where optional: a TypeError naming it otherwise."""
+    for t in inputs:  # the common case first: arrays of types seen before
+        if type(t) not in _BY_TYPE:
+            break
+    else:
+        return
+    for spec, t in zip(op.spec.inputs, inputs, strict=True):
+        if t is None:
+            if not spec.optional:
+                raise TypeError(f"{spec.name} must be an array; got None")
+        elif type(t) not in _BY_TYPE:
+            adapter_of(t, spec.name)
 
 
 class Adapter:
-    """One array framework."""
+    """One array framework whose arrays go to the library through DLPack (NumPy, CuPy)."""
 
     name = "unknown"
     module = ""  # the import name of the framework; arrays are recognised only once it is imported
-    sets_stream = False  # whether calls must go through invoke() to run on the framework's stream
-    # Whether CUDA scratch memory must be passed in: the framework publishes no allocator that the
-    # library could take it from.
-    needs_explicit_workspace = False
-    # Whether the framework publishes its allocator to the library on every call (TVM-FFI does
-    # for PyTorch and Paddle): then the library allocates outputs itself, in the same call. Such
-    # a framework publishes its stream too, so it needs no sets_stream.
-    publishes_allocator = False
-    # Whether check_out/written do anything: when not, the out= path skips calling them.
-    guards_out = False
-    # How a message names an array of this framework that lives on the CPU, when the framework
-    # has no other place for arrays (NumPy); None for frameworks whose arrays have a device.
-    host_array: str | None = None
+    array_name = ""  # how an error message names the framework's array class
 
     def array_type(self) -> type | None:
         """The framework's array class, or None when the framework is not imported (then no
@@ -45,38 +80,94 @@ class Adapter:
         """Raise TypeError for a subclass of the framework's array class that the library must
         not be given (one whose values are not what its memory holds). Checked once per type."""
 
-    def takes_call(self, op: Op, inputs: tuple[Any, ...]) -> bool:
-        """Whether the call must go through the framework's own machinery (autograd, tracing,
-        compilation) rather than straight to the library; then :meth:`call` runs it."""
-        return False
+    # [adapter_run.begin]
+    def run(
+        self,
+        op: Op,
+        inputs: tuple[Any, ...],
+        attrs: tuple[Any, ...],
+        out: Any,
+        out_adapter: Adapter | None = None,
+    ) -> Any:
+        """``op`` on ``inputs``, the first an array of this framework, the others arrays (or None
+        where optional) of any; writes into ``out`` when given (``out_adapter``: its adapter,
+        once checked), else returns a new array."""
+        # An eager call: what follows is its host overhead, kept lean. Scalars of exactly the
+        # declared types go to the library as they are (it checks their bounds itself).
+        if out_adapter is None and out is not None:
+            out_adapter = self.checked_out(op, inputs[0], out)
+        if not exact_types(attrs, op.attr_types):
+            attrs = op.convert_attrs(attrs)
+        if not op.plain:
+            return self.run_special(op, inputs, attrs, out, out_adapter)
+        try:
+            if out_adapter is None:
+                out = self.new_output(op, inputs)
+            op.fn(out, *inputs, *attrs)
+        except BufferError:
+            retry_converted(op.fn, (out, *inputs), op.out_and_input_names, attrs)
+        except RuntimeError:  # the framework's or the library's own refusal: name the argument
+            diagnose((out, *inputs), op.out_and_input_names)
+            raise
+        if out_adapter is not None:
+            out_adapter.written(out)
+        return out
 
-    def call(self, op: Op, inputs: tuple[Any, ...], attrs: tuple[Any, ...], out: Any) -> Any:
-        raise NotImplementedError(f"{self.name} runs every call eagerly")
+    # [adapter_run.end]
+
+    def checked_out(self, op: Op, x: Any, out: Any) -> Adapter:
+        """``out``'s adapter, once ``out`` is known to be one the op may write (before any write)."""
+        op.check_out_allowed()
+        out_adapter = self if type(out) is type(x) else adapter_of(out, "out")  # same type: same framework
+        out_adapter.check_out(out, "out")
+        return out_adapter
 
     def check_out(self, out: Any, arg_name: str) -> None:
-        """Raise if ``out`` must never be written (before any write; with ``guards_out``)."""
+        """Raise if ``out`` must never be written."""
 
     def written(self, out: Any) -> None:
         """``out`` was written in place: tell the framework (autograd's version counter), so
         that a tensor saved for backward and overwritten since is an error in backward, as after
-        the framework's own in-place ops (with ``guards_out``)."""
+        the framework's own in-place ops."""
 
-    def diagnose(self, a: Any, arg_name: str) -> None:
-        """The framework or the library refused a call with an exception of its own (not a
-        TypeError/ValueError): raise a TypeError/ValueError naming ``arg_name`` if array ``a``
-        is why; return otherwise. Runs only after a failure, so it costs the common path
-        nothing."""
-
-    def adopt_input(self, a: Any) -> Any:
-        """Array ``a`` of another framework (or a ``tvm_ffi.Tensor``) in the form this
-        framework's own machinery (:meth:`call`) takes, without a copy. By default ``a`` itself:
-        the machinery accepts it, or refuses it with a TypeError of its own."""
-        return a
+    def new_output(self, op: Op, inputs: tuple[Any, ...]) -> Any:
+        like = inputs[op.like_index]
+        if op.output_is_like_input:
+            return self.empty(like)
+        return self.empty(like, op.output_shape(inputs), op.spec.output.dtype)
 
     def empty(self, like: Any, shape: Shape | None = None, dtype: str | None = None) -> Any:
         """An uninitialised contiguous array on ``like``'s device, with ``like``'s shape and dtype
         unless given (``dtype`` by name, e.g. ``"float64"``)."""
         raise NotImplementedError(f"{self.name} arrays are allocated by the framework")
+
+    def workspace(self, op: Op, x: Any, out: Any) -> Any:
+        """Scratch memory for ``op`` when the framework publishes no allocator the library could
+        take it from (CuPy on CUDA); None: the library allocates its own."""
+        return None
+
+    def run_special(
+        self, op: Op, inputs: tuple[Any, ...], attrs: tuple[Any, ...], out: Any, out_adapter: Adapter | None
+    ) -> Any:
+        """Ops whose output the library allocates, and ops with a workspace."""
+        try:
+            if op.spec.output.allocated_by_library:
+                return self.adopt(invoke(op.fn, inputs, op.input_names, attrs))
+            if out_adapter is None:
+                out = self.new_output(op, inputs)
+        except RuntimeError:
+            diagnose(inputs, op.input_names)
+            raise
+        workspace = self.workspace(op, inputs[0], out)
+        if workspace is None:
+            invoke(op.fn, (out, *inputs), op.out_and_input_names, attrs)
+        else:
+            assert op.fn_with_workspace is not None, "only ops with a workspace get here"
+            names = ("out", "workspace", *op.input_names)
+            invoke(op.fn_with_workspace, (out, workspace, *inputs), names, attrs)
+        if out_adapter is not None:
+            out_adapter.written(out)
+        return out
 
     def adopt(self, result: Any) -> Any:
         """A ``tvm_ffi.Tensor`` the library allocated, as this framework's array without a copy.
@@ -84,11 +175,115 @@ class Adapter:
         process."""
         return sys.modules[self.module].from_dlpack(result)
 
-    def invoke(self, x: Any, fn: Callable[..., Any], *args: Any) -> Any:
-        """``fn(*args)`` on the stream of ``x``'s device; TVM-FFI already knows the stream of
-        frameworks that publish it."""
-        return fn(*args)
+    def diagnose(self, a: Any, arg_name: str) -> None:
+        """The framework or the library refused a call with an exception of its own (not a
+        TypeError/ValueError): raise a TypeError/ValueError naming ``arg_name`` if array ``a``
+        is why; return otherwise. Runs only after a failure, so it costs the common path
+        nothing."""
 
     def ffi_arg(self, a: Any, arg_name: str) -> Any:
         """``a`` in a form TVM-FFI accepts, for when passing ``a`` itself raised BufferError."""
         return a
+
+    def adopt_input(self, a: Any) -> Any:
+        """Array ``a`` of another framework (or a ``tvm_ffi.Tensor``) in the form this
+        framework's own machinery takes, without a copy. By default ``a`` itself: the machinery
+        accepts it, or refuses it with a TypeError of its own."""
+        return a
+
+    def native(self, op: Op, inputs: tuple[Any, ...], out: Any) -> tuple[tuple[Any, ...], Any]:
+        """Arrays of other frameworks in the form this framework's own machinery takes (zero-copy)."""
+        converted = list(inputs)
+        for i, t in enumerate(inputs):
+            if t is not None and i and _BY_TYPE[type(t)] is not self:
+                converted[i] = self._adopt_other(t, op.input_names[i])
+        if out is not None and _BY_TYPE[type(out)] is not self:
+            out = self._adopt_other(out, "out")
+        return tuple(converted), out
+
+    def _adopt_other(self, a: Any, arg_name: str) -> Any:
+        try:
+            return self.adopt_input(a)
+        except (BufferError, RuntimeError, TypeError, ValueError):
+            pass  # NumPy's legacy export refuses read-only and bfloat16 arrays: the versioned one
+        own = adapter_of(a, arg_name)
+        try:
+            return self.adopt_input(own.ffi_arg(a, arg_name))
+        except (BufferError, RuntimeError) as err:
+            raise TypeError(
+                f"{arg_name} is a {own.name} array that {self.name} cannot take without a copy "
+                f"({err}); pass a {self.name} array"
+            ) from None
+
+
+class AllocatingAdapter(Adapter):
+    """A framework with autograd of its own that publishes its allocator and stream to TVM-FFI
+    on every call (PyTorch, Paddle): the library allocates an output itself, in the same call.
+    Calls that autograd (or tracing) must see go through :meth:`call`."""
+
+    def takes_call(self, op: Op, inputs: tuple[Any, ...]) -> bool:
+        """Whether the call must go through the framework's own machinery (autograd, tracing,
+        compilation) rather than straight to the library; then :meth:`call` runs it."""
+        raise NotImplementedError
+
+    def call(self, op: Op, inputs: tuple[Any, ...], attrs: tuple[Any, ...], out: Any) -> Any:
+        raise NotImplementedError
+
+    def run(
+        self,
+        op: Op,
+        inputs: tuple[Any, ...],
+        attrs: tuple[Any, ...],
+        out: Any,
+        out_adapter: Adapter | None = None,
+    ) -> Any:
+        out_adapter = None if out is None else self.checked_out(op, inputs[0], out)
+        if self.takes_call(op, inputs):
+            inputs, out = self.native(op, inputs, out)
+            return self.call(op, inputs, op.convert_attrs(attrs), out)
+        if out is None and op.fn_new is not None:
+            if not exact_types(attrs, op.attr_types):
+                attrs = op.convert_attrs(attrs)
+            try:
+                return op.fn_new(*inputs, *attrs)
+            except BufferError:
+                return retry_converted(op.fn_new, inputs, op.input_names, attrs)
+            except RuntimeError:
+                diagnose(inputs, op.input_names)
+                raise
+        return Adapter.run(self, op, inputs, attrs, out, out_adapter)
+
+
+def invoke(fn: Any, arrays: tuple[Any, ...], names: tuple[str, ...], attrs: tuple[Any, ...]) -> Any:
+    """``fn(*arrays, *attrs)``; a refusal names the array it was about."""
+    try:
+        return fn(*arrays, *attrs)
+    except BufferError:
+        return retry_converted(fn, arrays, names, attrs)
+    except RuntimeError:
+        diagnose(arrays, names)
+        raise
+
+
+def retry_converted(fn: Any, arrays: tuple[Any, ...], names: tuple[str, ...], attrs: tuple[Any, ...]) -> Any:
+    """``fn(*arrays, *attrs)`` again after a refusal at argument conversion (before any kernel
+    ran): NumPy exports read-only and bfloat16 arrays only through the versioned DLPack protocol.
+    Inputs are converted before outputs, so that an input the library cannot take is what the
+    error names."""
+    converted: list[Any] = list(arrays)
+    for i in _inputs_first(names):
+        if arrays[i] is not None:
+            converted[i] = adapter_of(arrays[i], names[i]).ffi_arg(arrays[i], names[i])
+    return fn(*converted, *attrs)
+
+
+def diagnose(arrays: tuple[Any, ...], names: tuple[str, ...]) -> None:
+    """After a RuntimeError: a TypeError/ValueError naming the array that caused it, if one did
+    (inputs first); the caller re-raises the original error otherwise."""
+    for i in _inputs_first(names):
+        if arrays[i] is not None:
+            adapter_of(arrays[i], names[i]).diagnose(arrays[i], names[i])
+
+
+def _inputs_first(names: tuple[str, ...]) -> list[int]:
+    return sorted(range(len(names)), key=lambda i: names[i] in ("out", "workspace"))

@@ -9,20 +9,20 @@ allocator either: scratch memory is allocated here, with CuPy, and passed in.
 from __future__ import annotations
 
 import functools
+import math
 import sys
-from collections.abc import Callable
 from typing import Any
 
 import tvm_ffi
 
 from ._adapter import Adapter
+from ._op import Op
 from ._spec import Shape
 
 
 class CuPyAdapter(Adapter):
     name = module = "cupy"
-    sets_stream = True
-    needs_explicit_workspace = True
+    array_name = "cupy.ndarray"
 
     def array_type(self) -> type | None:
         cupy = sys.modules.get("cupy")
@@ -40,12 +40,25 @@ class CuPyAdapter(Adapter):
         with cupy.cuda.Device(device_id):
             return cupy.empty(shape, dtype=dtype)
 
-    def invoke(self, x: Any, fn: Callable[..., Any], *args: Any) -> Any:
+    def workspace(self, op: Op, x: Any, out: Any) -> Any:
+        assert op.workspace_bytes is not None, "only ops with a workspace get here"
+        nbytes = op.workspace_bytes(math.prod(x.shape), max(math.prod(out.shape), 1))
+        return self.empty(x, (nbytes,), "uint8")
+
+    def run(
+        self,
+        op: Op,
+        inputs: tuple[Any, ...],
+        attrs: tuple[Any, ...],
+        out: Any,
+        out_adapter: Adapter | None = None,
+    ) -> Any:
+        # The whole eager call on CuPy's current stream of the array's device (it is per device).
         cupy = sys.modules["cupy"]
-        device_id = x.data.device_id
-        stream = cupy.cuda.get_current_stream(device_id).ptr  # CuPy's current stream is per device
+        device_id = inputs[0].data.device_id
+        stream = cupy.cuda.get_current_stream(device_id).ptr
         with tvm_ffi.use_raw_stream(_ffi_device(device_id), stream):
-            return fn(*args)
+            return Adapter.run(self, op, inputs, attrs, out, out_adapter)
 
 
 @functools.cache

@@ -33,7 +33,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from ._adapter import Adapter
+from ._adapter import Adapter, adapter_of
 from ._jax_autodiff import differentiable
 from ._jax_eager import call_directly
 from ._jax_xla import COMPILED_KEPT, check_partitionable, partitioned, target
@@ -88,6 +88,7 @@ def _version_problem() -> str | None:
 
 class JaxAdapter(Adapter):
     name = module = "jax"
+    array_name = "jax.Array"
 
     def __init__(self) -> None:
         self._ops: list[Op] = []
@@ -144,8 +145,22 @@ class JaxAdapter(Adapter):
                 done.add(target(op))
             self._registered = True
 
-    def takes_call(self, op: Op, inputs: tuple[Any, ...]) -> bool:
-        return True  # JAX arrays are immutable: every call goes through XLA
+    def run(
+        self,
+        op: Op,
+        inputs: tuple[Any, ...],
+        attrs: tuple[Any, ...],
+        out: Any,
+        out_adapter: Adapter | None = None,
+    ) -> Any:
+        # JAX arrays are immutable: every call goes through XLA (call), and out= is refused.
+        if out is not None:
+            op.check_out_allowed()
+            other = adapter_of(out, "out")
+            if other is not self:  # the other framework's own refusal first (torch's requires_grad)
+                other.check_out(out, "out")
+        inputs, out = self.native(op, inputs, out)
+        return self.call(op, inputs, op.convert_attrs(attrs), out)
 
     def check_out(self, out: Any, arg_name: str) -> None:
         raise TypeError(

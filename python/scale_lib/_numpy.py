@@ -16,6 +16,7 @@ import tvm_ffi
 
 from ._adapter import Adapter
 from ._lib import version_key
+from ._op import Op
 from ._spec import Shape
 
 # The oldest NumPy this package works with: the floor of pyproject.toml's `numpy` extra, which
@@ -37,7 +38,7 @@ def unsupported_version(numpy_version: str) -> str | None:
 
 class NumPyAdapter(Adapter):
     name = module = "numpy"
-    host_array = "a NumPy array (NumPy arrays live on the CPU)"
+    array_name = "numpy.ndarray"
 
     def array_type(self) -> type | None:
         numpy = sys.modules.get("numpy")
@@ -57,6 +58,18 @@ class NumPyAdapter(Adapter):
                 "whose values are not just its buffer; pass a plain numpy.ndarray (e.g. "
                 "numpy.asarray, or .filled() for a masked array)"
             )
+
+    def run(
+        self,
+        op: Op,
+        inputs: tuple[Any, ...],
+        attrs: tuple[Any, ...],
+        out: Any,
+        out_adapter: Adapter | None = None,
+    ) -> Any:
+        if op.cuda_only:  # say what the array is
+            op.check_device("cpu", "a NumPy array (NumPy arrays live on the CPU)")
+        return Adapter.run(self, op, inputs, attrs, out, out_adapter)
 
     def empty(self, like: Any, shape: Shape | None = None, dtype: str | None = None) -> Any:
         numpy = sys.modules["numpy"]

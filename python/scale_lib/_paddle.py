@@ -17,7 +17,7 @@ import sys
 import types
 from typing import Any
 
-from ._adapter import Adapter
+from ._adapter import AllocatingAdapter
 from ._op import Op
 from ._spec import Shape
 
@@ -27,10 +27,9 @@ class _NoGradient(TypeError):
     backward can tell it from other errors (see "Second-order gradients")."""
 
 
-class PaddleAdapter(Adapter):
+class PaddleAdapter(AllocatingAdapter):
     name = module = "paddle"
-    publishes_allocator = True
-    guards_out = True
+    array_name = "paddle.Tensor"
 
     def array_type(self) -> type | None:
         paddle = sys.modules.get("paddle")

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._adapter import Adapter
+from ._adapter import AllocatingAdapter
 from ._op import Op, check_layout, check_overlap
 from ._spec import Shape
 
@@ -93,10 +93,9 @@ def _check_not_escaped(t: Any, arg_name: str) -> None:
         )
 
 
-class TorchAdapter(Adapter):
+class TorchAdapter(AllocatingAdapter):
     name = module = "torch"
-    guards_out = True
-    publishes_allocator = True
+    array_name = "torch.Tensor"
 
     def __init__(self) -> None:
         # op name -> (functional custom op, out= custom op or None)
@@ -250,13 +249,6 @@ class TorchAdapter(Adapter):
 ADAPTER = TorchAdapter()
 
 
-def _new_output(op: Op, inputs: tuple[Any, ...]) -> Any:
-    like = inputs[op.like_index]
-    if op.output_is_like_input:
-        return ADAPTER.empty(like)
-    return ADAPTER.empty(like, op.output_shape(inputs), op.spec.output.dtype)
-
-
 def _check_fake(op: Op, args: tuple[Any, ...], out: Any = None) -> None:
     """What the library checks, for fake and meta tensors that never reach it: the declared
     input rules, the scalar attributes, layouts and devices (not overlap: fake tensors have no
@@ -321,13 +313,13 @@ def _define(op: Op) -> None:
         _library.define(f"{op.name}_out(Tensor(a!) out, {args}) -> ()")
 
         def functional(*args: Any) -> Any:
-            out = _new_output(op, args[:n])
+            out = ADAPTER.new_output(op, args[:n])
             op.fn(out, *args)
             return out
 
         def fake(*args: Any) -> Any:
             _check_fake(op, args)
-            return _new_output(op, args[:n])
+            return ADAPTER.new_output(op, args[:n])
 
         def out_variant(out: Any, *args: Any) -> None:
             ADAPTER.check_out(out, "out")
@@ -336,7 +328,7 @@ def _define(op: Op) -> None:
 
         def fake_out(out: Any, *args: Any) -> None:
             _check_fake(op, args, out)
-            expected = _new_output(op, args[:n])
+            expected = ADAPTER.new_output(op, args[:n])
             if out.dtype != expected.dtype:  # the library's error types: TypeError for a dtype
                 raise TypeError(
                     f"out must have dtype {_dtype_name(expected.dtype)}; got {_dtype_name(out.dtype)}"
