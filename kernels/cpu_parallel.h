@@ -235,10 +235,12 @@ void ParallelFor(int64_t n, int64_t min_per_thread, int64_t align, const Body& b
 }
 
 // ParallelFor over the rows of a rows x cols problem (row-wise kernels, scans): body(begin, end)
-// gets whole rows, at least kMinItemsPerThread elements' worth on each thread.
+// gets whole rows, at least kMinItemsPerThread elements' worth on each thread, divided by
+// cost_per_item where an element costs as much as several simple ones (an exp per element).
 template <typename Body>
-void ParallelForRows(int64_t rows, int64_t cols, const Body& body) {
-  ParallelFor(rows, std::max<int64_t>(1, kMinItemsPerThread / std::max<int64_t>(cols, 1)), 1, body);
+void ParallelForRows(int64_t rows, int64_t cols, const Body& body, int64_t cost_per_item = 1) {
+  const int64_t min_items = kMinItemsPerThread / std::max<int64_t>(cost_per_item, 1);
+  ParallelFor(rows, std::max<int64_t>(1, min_items / std::max<int64_t>(cols, 1)), 1, body);
 }
 
 }  // namespace host

@@ -1,13 +1,184 @@
 // SPDX-License-Identifier: Apache-2.0
-// CPU twin of kernels/softmax/softmax.cu: rows split across threads, each row's max, then its sum
-// of exponentials, in the compute type.
+// CPU twin of kernels/softmax/softmax.cu: rows split across the CPU pool; each row's max, then its
+// sum of exponentials, in the compute type. The row loops keep kLanes independent partial results
+// (value i in lane i % kLanes, as cpu_float.h's SumOfSquares does), so they vectorise without
+// reassociation, exp included (exp_float.h), and are compiled for each instruction set of
+// cpu_float.h: every one gives the same bits.
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
+#include <limits>
+#include <type_traits>
 
 #include "cpu_float.h"
 #include "cpu_parallel.h"
+#include "exp_float.h"
 #include "softmax.h"
 
 namespace scale_lib {
+namespace {
+
+template <typename T>
+using C = host::Compute<T>;
+
+constexpr int kLanes = 16;
+// 16-bit rows of up to kRowBuffer elements are converted to float whole (32 KB, on the stack);
+// longer ones kChunk elements at a time (8 KB: stays in L1). Both multiples of kLanes.
+constexpr int64_t kRowBuffer = 8192;
+constexpr int64_t kChunk = 2048;
+// What an element costs against a simple elementwise one (host::ParallelForRows's cost_per_item).
+constexpr int64_t kExpCost = 4;
+
+// lanes[k] = max(lanes[k], v[i]) for i % kLanes == k. A NaN never wins: it makes its row NaN
+// through the sum of exponentials instead, as a NaN maximum would. In vectors of 16 bytes, which
+// every instruction set has (the auto-vectoriser leaves this select scalar); a maximum is exact,
+// so the width changes no bits.
+template <typename CT>
+[[gnu::always_inline]] inline void MaxInto(CT* lanes, const CT* v, int64_t n) {
+  typedef CT Vec __attribute__((vector_size(16)));
+  constexpr int kPerVec = 16 / sizeof(CT), kVecs = kLanes / kPerVec;
+  Vec m[kVecs];
+  std::memcpy(m, lanes, sizeof(m));
+  const int64_t whole = n - n % kLanes;
+  for (int64_t i = 0; i < whole; i += kLanes) {
+    for (int j = 0; j < kVecs; ++j) {
+      Vec b;
+      std::memcpy(&b, v + i + j * kPerVec, sizeof(b));
+      m[j] = b > m[j] ? b : m[j];
+    }
+  }
+  std::memcpy(lanes, m, sizeof(m));
+  for (int64_t i = whole; i < n; ++i) {
+    lanes[i % kLanes] = v[i] > lanes[i % kLanes] ? v[i] : lanes[i % kLanes];
+  }
+}
+
+// lanes[k] += exp(v[i] - max) for i % kLanes == k; with kStore, also e[i] = exp(v[i] - max) (e
+// may be v: each block of kLanes values is read whole before it is written). The sums in vectors
+// of 16 bytes, as in MaxInto (the auto-vectoriser leaves them scalar): lane k adds its values in
+// the same order whatever the width, so every instruction set gives the same bits.
+template <bool kStore, typename CT>
+[[gnu::always_inline]] inline void AddExpInto(CT* lanes, const CT* v, int64_t n, CT max, CT* e) {
+  typedef CT Vec __attribute__((vector_size(16)));
+  constexpr int kPerVec = 16 / sizeof(CT), kVecs = kLanes / kPerVec;
+  Vec s[kVecs];
+  std::memcpy(s, lanes, sizeof(s));
+  const int64_t whole = n - n % kLanes;
+  for (int64_t i = 0; i < whole; i += kLanes) {
+    CT block[kLanes];
+    for (int k = 0; k < kLanes; ++k) block[k] = Exp(v[i + k] - max);
+    for (int j = 0; j < kVecs; ++j) {
+      Vec b;
+      std::memcpy(&b, block + j * kPerVec, sizeof(b));
+      s[j] += b;
+    }
+    if constexpr (kStore) std::memcpy(e + i, block, sizeof(block));
+  }
+  std::memcpy(lanes, s, sizeof(s));
+  for (int64_t i = whole; i < n; ++i) {
+    const CT value = Exp(v[i] - max);
+    if constexpr (kStore) e[i] = value;
+    lanes[i % kLanes] += value;
+  }
+}
+
+template <typename CT>
+[[gnu::always_inline]] inline CT MaxOfLanes(const CT* lanes) {
+  CT m = lanes[0];
+  for (int k = 1; k < kLanes; ++k) m = lanes[k] > m ? lanes[k] : m;
+  return m;
+}
+
+template <typename CT>
+[[gnu::always_inline]] inline CT SumOfLanes(const CT* lanes) {
+  CT sum = 0;
+  for (int k = 0; k < kLanes; ++k) sum += lanes[k];
+  return sum;
+}
+
+// Rows [begin, end). out may be x: each element is read before it is written.
+template <typename T>
+[[gnu::always_inline]] inline void SoftmaxRows(const T* x, T* out, int64_t cols, int64_t begin,
+                                               int64_t end) {
+  using CT = C<T>;
+  for (int64_t r = begin; r < end; ++r) {
+    const T* in = x + r * cols;
+    T* o = out + r * cols;
+    CT max_lanes[kLanes], sum_lanes[kLanes] = {};
+    std::fill(max_lanes, max_lanes + kLanes, -std::numeric_limits<CT>::infinity());
+    if constexpr (std::is_same_v<T, CT>) {
+      // The exponentials go to out, then are scaled in place: one exp per element.
+      MaxInto(max_lanes, in, cols);
+      const CT max = MaxOfLanes(max_lanes);
+      AddExpInto<true>(sum_lanes, in, cols, max, o);
+      const CT scale = CT(1) / SumOfLanes(sum_lanes);
+      for (int64_t i = 0; i < cols; ++i) o[i] *= scale;
+    } else if (cols <= kRowBuffer) {
+      // The row converted once into a buffer that holds its exponentials, then converted back.
+      CT buf[kRowBuffer];
+      host::LoadN(in, buf, cols);
+      MaxInto(max_lanes, buf, cols);
+      const CT max = MaxOfLanes(max_lanes);
+      AddExpInto<true>(sum_lanes, buf, cols, max, buf);
+      const CT scale = CT(1) / SumOfLanes(sum_lanes);
+      for (int64_t i = 0; i < cols; ++i) buf[i] *= scale;
+      host::StoreN(buf, o, cols);
+    } else {
+      // Longer rows a chunk at a time, exp taken twice (the same bits as above: chunks are whole
+      // multiples of kLanes).
+      CT buf[kChunk];
+      for (int64_t start = 0; start < cols; start += kChunk) {
+        const int64_t len = std::min(kChunk, cols - start);
+        host::LoadN(in + start, buf, len);
+        MaxInto(max_lanes, buf, len);
+      }
+      const CT max = MaxOfLanes(max_lanes);
+      for (int64_t start = 0; start < cols; start += kChunk) {
+        const int64_t len = std::min(kChunk, cols - start);
+        host::LoadN(in + start, buf, len);
+        AddExpInto<false>(sum_lanes, buf, len, max, buf);
+      }
+      const CT scale = CT(1) / SumOfLanes(sum_lanes);
+      for (int64_t start = 0; start < cols; start += kChunk) {
+        const int64_t len = std::min(kChunk, cols - start);
+        host::LoadN(in + start, buf, len);
+        for (int64_t i = 0; i < len; ++i) buf[i] = Exp(buf[i] - max) * scale;
+        host::StoreN(buf, o + start, len);
+      }
+    }
+  }
+}
+
+#if defined(SCALE_LIB_X86)
+template <typename T>
+SCALE_LIB_TARGET_AVX2 void SoftmaxRowsAVX2(const T* x, T* out, int64_t cols, int64_t begin,
+                                           int64_t end) {
+  SoftmaxRows(x, out, cols, begin, end);
+}
+
+template <typename T>
+SCALE_LIB_TARGET_AVX512 void SoftmaxRowsAVX512(const T* x, T* out, int64_t cols, int64_t begin,
+                                               int64_t end) {
+  SoftmaxRows(x, out, cols, begin, end);
+}
+#endif
+
+template <typename T>
+void Softmax(const T* x, T* out, int64_t cols, int64_t begin, int64_t end) {
+#if defined(SCALE_LIB_X86)
+  switch (host::CpuSimd()) {
+    case host::SimdLevel::kAVX512:
+      return SoftmaxRowsAVX512(x, out, cols, begin, end);
+    case host::SimdLevel::kAVX2:
+      return SoftmaxRowsAVX2(x, out, cols, begin, end);
+    case host::SimdLevel::kBaseline:
+      break;
+  }
+#endif
+  SoftmaxRows(x, out, cols, begin, end);
+}
+
+}  // namespace
 
 void SoftmaxCPU(ffi::TensorView out, ffi::TensorView x) {
   CheckSoftmaxArgs(out, x);
@@ -17,26 +188,12 @@ void SoftmaxCPU(ffi::TensorView out, ffi::TensorView x) {
   const int64_t rows = n / cols;
   DispatchFloating(x.dtype(), "x", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    using M = host::FloatMath<T>;
-    using C = host::Compute<T>;
-    T* outs = DataPtr<T>(out);
     const T* xs = DataPtr<const T>(x);
-    host::ParallelForRows(rows, cols, [&](int64_t begin, int64_t end) {
-      for (int64_t r = begin; r < end; ++r) {
-        const T* in = xs + r * cols;
-        T* o = outs + r * cols;
-        C max = M::Load(in[0]);
-        for (int64_t i = 1; i < cols; ++i) {
-          const C v = M::Load(in[i]);
-          max = (v > max || v != v) && max == max ? v : max;  // NaN wins
-        }
-        C sum = 0;
-        for (int64_t i = 0; i < cols; ++i) sum += std::exp(M::Load(in[i]) - max);
-        const C scale = C(1) / sum;
-        // Reads each element before writing it: out may be x.
-        for (int64_t i = 0; i < cols; ++i) o[i] = M::Store(std::exp(M::Load(in[i]) - max) * scale);
-      }
-    });
+    T* outs = DataPtr<T>(out);
+    // An exp per element: rows are shared from a quarter of the usual work on.
+    host::ParallelForRows(
+        rows, cols, [&](int64_t begin, int64_t end) { Softmax(xs, outs, cols, begin, end); },
+        kExpCost);
   });
 }
 
