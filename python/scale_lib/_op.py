@@ -187,7 +187,7 @@ class Op:
 
 
 # ---------------------------------------------------------------------------------------------
-# Memory overlap of abstract arrays (the library's rule, include/tvm_ffi_utils_detail.h, for
+# Memory overlap of abstract arrays (the library's rule, include/tvm_ffi_utils.h, for
 # arrays that never reach it: compiled code may hand the library a copy of out)
 # ---------------------------------------------------------------------------------------------
 Layout = tuple[Any, Shape, Shape, int]  # byte offset, shape, element strides, item size
