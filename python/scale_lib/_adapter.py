@@ -109,17 +109,22 @@ class Adapter:
         except RuntimeError:  # the framework's or the library's own refusal: name the argument
             diagnose((out, *inputs), op.out_and_input_names)
             raise
-        if out_adapter is not None:
+        if out_adapter is not None and out_adapter is not self:
             out_adapter.written(out)
         return out
 
     # [adapter_run.end]
 
     def checked_out(self, op: Op, x: Any, out: Any) -> Adapter:
-        """``out``'s adapter, once ``out`` is known to be one the op may write (before any write)."""
+        """``out``'s adapter, once the op may write ``out`` and, if it is another framework's
+        array, once that framework has checked it (before any write). An array of this
+        framework is this adapter's to guard: only AllocatingAdapter's frameworks track writes."""
         op.check_out_allowed()
-        out_adapter = self if type(out) is type(x) else adapter_of(out, "out")  # same type: same framework
-        out_adapter.check_out(out, "out")
+        if type(out) is type(x):  # same type: same framework
+            return self
+        out_adapter = adapter_of(out, "out")
+        if out_adapter is not self:
+            out_adapter.check_out(out, "out")
         return out_adapter
 
     def check_out(self, out: Any, arg_name: str) -> None:
@@ -165,7 +170,7 @@ class Adapter:
             assert op.fn_with_workspace is not None, "only ops with a workspace get here"
             names = ("out", "workspace", *op.input_names)
             invoke(op.fn_with_workspace, (out, workspace, *inputs), names, attrs)
-        if out_adapter is not None:
+        if out_adapter is not None and out_adapter is not self:
             out_adapter.written(out)
         return out
 
@@ -237,7 +242,11 @@ class AllocatingAdapter(Adapter):
         out: Any,
         out_adapter: Adapter | None = None,
     ) -> Any:
-        out_adapter = None if out is None else self.checked_out(op, inputs[0], out)
+        out_adapter = None
+        if out is not None:
+            out_adapter = self.checked_out(op, inputs[0], out)
+            if out_adapter is self:
+                self.check_out(out, "out")
         if self.takes_call(op, inputs):
             inputs, out = self.native(op, inputs, out)
             return self.call(op, inputs, op.convert_attrs(attrs), out)
@@ -251,7 +260,10 @@ class AllocatingAdapter(Adapter):
             except RuntimeError:
                 diagnose(inputs, op.input_names)
                 raise
-        return Adapter.run(self, op, inputs, attrs, out, out_adapter)
+        result = Adapter.run(self, op, inputs, attrs, out, out_adapter)
+        if out_adapter is self:
+            self.written(out)
+        return result
 
 
 def invoke(fn: Any, arrays: tuple[Any, ...], names: tuple[str, ...], attrs: tuple[Any, ...]) -> Any:
