@@ -24,6 +24,8 @@ _BY_TYPE: dict[type, Adapter] = {}
 
 
 def use_frameworks(adapters: tuple[Adapter, ...]) -> None:
+    """The frameworks arrays may come from, in the order adapter_of tries them (from _dispatch,
+    which imports their modules: this module imports none)."""
     _FRAMEWORKS[:] = adapters
 
 
