@@ -29,52 +29,56 @@ constexpr int64_t kChunk = 2048;
 // What an element costs against a simple elementwise one (host::ParallelForRows's cost_per_item).
 constexpr int64_t kExpCost = 4;
 
+// kLanes values as vectors of 16 bytes, which every instruction set has: the selects and sums of
+// the loops below stay scalar when left to the auto-vectoriser. Lane k is element k % kPerVec of
+// vector k / kPerVec whatever the width the compiler uses, so every instruction set adds (and
+// compares) the same values in the same order: the same bits.
+template <typename CT>
+struct LaneVectors {
+  typedef CT Vec __attribute__((vector_size(16)));
+  static constexpr int kPerVec = 16 / sizeof(CT), kVecs = kLanes / kPerVec;
+  Vec v[kVecs];
+
+  static LaneVectors Load(const CT* values) {
+    LaneVectors lanes;
+    std::memcpy(lanes.v, values, sizeof(lanes.v));
+    return lanes;
+  }
+  void Store(CT* values) const { std::memcpy(values, v, sizeof(v)); }
+};
+
 // lanes[k] = max(lanes[k], v[i]) for i % kLanes == k. A NaN never wins: it makes its row NaN
-// through the sum of exponentials instead, as a NaN maximum would. In vectors of 16 bytes, which
-// every instruction set has (the auto-vectoriser leaves this select scalar); a maximum is exact,
-// so the width changes no bits.
+// through the sum of exponentials instead, as a NaN maximum would.
 template <typename CT>
 [[gnu::always_inline]] inline void MaxInto(CT* lanes, const CT* v, int64_t n) {
-  typedef CT Vec __attribute__((vector_size(16)));
-  constexpr int kPerVec = 16 / sizeof(CT), kVecs = kLanes / kPerVec;
-  Vec m[kVecs];
-  std::memcpy(m, lanes, sizeof(m));
+  using L = LaneVectors<CT>;
+  L m = L::Load(lanes);
   const int64_t whole = n - n % kLanes;
   for (int64_t i = 0; i < whole; i += kLanes) {
-    for (int j = 0; j < kVecs; ++j) {
-      Vec b;
-      std::memcpy(&b, v + i + j * kPerVec, sizeof(b));
-      m[j] = b > m[j] ? b : m[j];
-    }
+    const L b = L::Load(v + i);
+    for (int j = 0; j < L::kVecs; ++j) m.v[j] = b.v[j] > m.v[j] ? b.v[j] : m.v[j];
   }
-  std::memcpy(lanes, m, sizeof(m));
+  m.Store(lanes);
   for (int64_t i = whole; i < n; ++i) {
     lanes[i % kLanes] = v[i] > lanes[i % kLanes] ? v[i] : lanes[i % kLanes];
   }
 }
 
 // lanes[k] += exp(v[i] - max) for i % kLanes == k; with kStore, also e[i] = exp(v[i] - max) (e
-// may be v: each block of kLanes values is read whole before it is written). The sums in vectors
-// of 16 bytes, as in MaxInto (the auto-vectoriser leaves them scalar): lane k adds its values in
-// the same order whatever the width, so every instruction set gives the same bits.
+// may be v: each block of kLanes values is read whole before it is written).
 template <bool kStore, typename CT>
 [[gnu::always_inline]] inline void AddExpInto(CT* lanes, const CT* v, int64_t n, CT max, CT* e) {
-  typedef CT Vec __attribute__((vector_size(16)));
-  constexpr int kPerVec = 16 / sizeof(CT), kVecs = kLanes / kPerVec;
-  Vec s[kVecs];
-  std::memcpy(s, lanes, sizeof(s));
+  using L = LaneVectors<CT>;
+  L sums = L::Load(lanes);
   const int64_t whole = n - n % kLanes;
   for (int64_t i = 0; i < whole; i += kLanes) {
     CT block[kLanes];
     for (int k = 0; k < kLanes; ++k) block[k] = Exp(v[i + k] - max);
-    for (int j = 0; j < kVecs; ++j) {
-      Vec b;
-      std::memcpy(&b, block + j * kPerVec, sizeof(b));
-      s[j] += b;
-    }
+    const L b = L::Load(block);
+    for (int j = 0; j < L::kVecs; ++j) sums.v[j] += b.v[j];
     if constexpr (kStore) std::memcpy(e + i, block, sizeof(block));
   }
-  std::memcpy(lanes, s, sizeof(s));
+  sums.Store(lanes);
   for (int64_t i = whole; i < n; ++i) {
     const CT value = Exp(v[i] - max);
     if constexpr (kStore) e[i] = value;

@@ -17,6 +17,9 @@ from typing import Any
 from ._op import Op, exact_types
 from ._spec import Shape
 
+Arrays = tuple[Any, ...]  # a call's arrays in ABI order (None for an optional one not given)
+Attrs = tuple[Any, ...]  # a call's scalar attributes in ABI order
+
 # The frameworks, in the order arrays are classified (set once by _dispatch), and
 # type(array) -> its framework's adapter, filled on first sight of each type.
 _FRAMEWORKS: list[Adapter] = []
@@ -83,14 +86,7 @@ class Adapter:
         not be given (one whose values are not what its memory holds). Checked once per type."""
 
     # [adapter_run.begin]
-    def run(
-        self,
-        op: Op,
-        inputs: tuple[Any, ...],
-        attrs: tuple[Any, ...],
-        out: Any,
-        out_adapter: Adapter | None = None,
-    ) -> Any:
+    def run(self, op: Op, inputs: Arrays, attrs: Attrs, out: Any, out_adapter: Adapter | None = None) -> Any:
         """``op`` on ``inputs``, the first an array of this framework, the others arrays (or None
         where optional) of any; writes into ``out`` when given (``out_adapter``: its adapter,
         once checked), else returns a new array."""
@@ -236,14 +232,7 @@ class AllocatingAdapter(Adapter):
     def call(self, op: Op, inputs: tuple[Any, ...], attrs: tuple[Any, ...], out: Any) -> Any:
         raise NotImplementedError
 
-    def run(
-        self,
-        op: Op,
-        inputs: tuple[Any, ...],
-        attrs: tuple[Any, ...],
-        out: Any,
-        out_adapter: Adapter | None = None,
-    ) -> Any:
+    def run(self, op: Op, inputs: Arrays, attrs: Attrs, out: Any, out_adapter: Adapter | None = None) -> Any:
         out_adapter = None
         if out is not None:
             out_adapter = self.checked_out(op, inputs[0], out)

@@ -15,7 +15,7 @@ from typing import Any
 
 import tvm_ffi
 
-from ._adapter import Adapter
+from ._adapter import Adapter, Arrays, Attrs
 from ._op import Op
 from ._spec import Shape
 
@@ -45,14 +45,7 @@ class CuPyAdapter(Adapter):
         nbytes = op.workspace_bytes(math.prod(x.shape), max(math.prod(out.shape), 1))
         return self.empty(x, (nbytes,), "uint8")
 
-    def run(
-        self,
-        op: Op,
-        inputs: tuple[Any, ...],
-        attrs: tuple[Any, ...],
-        out: Any,
-        out_adapter: Adapter | None = None,
-    ) -> Any:
+    def run(self, op: Op, inputs: Arrays, attrs: Attrs, out: Any, out_adapter: Adapter | None = None) -> Any:
         # The whole eager call on CuPy's current stream of the array's device (it is per device).
         cupy = sys.modules["cupy"]
         device_id = inputs[0].data.device_id

@@ -33,7 +33,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from ._adapter import Adapter, adapter_of
+from ._adapter import Adapter, Arrays, Attrs, adapter_of
 from ._jax_autodiff import differentiable
 from ._jax_eager import call_directly
 from ._jax_xla import COMPILED_KEPT, check_partitionable, partitioned, target
@@ -145,14 +145,7 @@ class JaxAdapter(Adapter):
                 done.add(target(op))
             self._registered = True
 
-    def run(
-        self,
-        op: Op,
-        inputs: tuple[Any, ...],
-        attrs: tuple[Any, ...],
-        out: Any,
-        out_adapter: Adapter | None = None,
-    ) -> Any:
+    def run(self, op: Op, inputs: Arrays, attrs: Attrs, out: Any, out_adapter: Adapter | None = None) -> Any:
         # JAX arrays are immutable: every call goes through XLA (call), and out= is refused.
         if out is not None:
             op.check_out_allowed()

@@ -14,7 +14,7 @@ from typing import Any
 
 import tvm_ffi
 
-from ._adapter import Adapter
+from ._adapter import Adapter, Arrays, Attrs
 from ._lib import version_key
 from ._op import Op
 from ._spec import Shape
@@ -59,14 +59,7 @@ class NumPyAdapter(Adapter):
                 "numpy.asarray, or .filled() for a masked array)"
             )
 
-    def run(
-        self,
-        op: Op,
-        inputs: tuple[Any, ...],
-        attrs: tuple[Any, ...],
-        out: Any,
-        out_adapter: Adapter | None = None,
-    ) -> Any:
+    def run(self, op: Op, inputs: Arrays, attrs: Attrs, out: Any, out_adapter: Adapter | None = None) -> Any:
         if op.cuda_only:  # say what the array is
             op.check_device("cpu", "a NumPy array (NumPy arrays live on the CPU)")
         return Adapter.run(self, op, inputs, attrs, out, out_adapter)
