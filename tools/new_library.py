@@ -3,26 +3,15 @@
 
     python3 tools/new_library.py my_kernels --dest ../my_kernels [--ops rms_norm,flatnonzero]
 
-Runs `copier copy` on this checkout (copier.yml): DEST gets the shared machinery, `scale` and
-the example ops you name (their kernels, bindings, tests, docs pages and benchmarks), with the
-library renamed everywhere: the distribution (``my-kernels``), the import package
-(``my_kernels``), the library file (``libmy_kernels.so``), the C++ namespace and macro prefix
-(``MY_KERNELS_``), the JAX target and PyTorch op namespaces, the build switches and the docs.
-DEST is version 0.1.0 with an empty CHANGELOG, a git repository with one commit, and records the
-template commit it came from (.copier-answers.yml) for `python3 tools/update_from_template.py`.
-
-copier, ruff and clang-format (the versions .pre-commit-config.yaml pins, so that the renamed
-files are formatted exactly as the lint expects) come from a private environment, .venv-template,
-made on first use; or from the running Python if it has them all.
-
-``--apply`` is the step copier runs inside DEST (and again on every update); not for direct use.
+Runs `copier copy` on this checkout's last commit (copier.yml), whose task is this script's
+``--apply`` in the new project: keep the chosen ops, rename the library, format, commit. An update
+replays it (tools/update_from_template.py). docs/template.md is the manual.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
-import keyword
 import re
 import runpy
 import shutil
@@ -32,6 +21,9 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+from update_from_template import format_files, tool_python  # noqa: E402 (the tools' folder first)
+
 OLD = "scale_lib"
 ALWAYS = "scale"  # the worked example of the docs: every library keeps it
 ANSWERS = ".copier-answers.yml"
@@ -42,16 +34,11 @@ TEMPLATE_ONLY = re.compile(
     re.DOTALL | re.MULTILINE,
 )
 FORK_ONLY = re.compile(r"<!-- fork-only\n(.*?)-->\n", re.DOTALL)
-CPP_SUFFIXES = {".h", ".cc", ".cu", ".cuh", ".cpp", ".hpp"}
 
 
 def spellings(name: str) -> dict[str, str]:
-    """The library name as each kind of identifier writes it."""
-    return {
-        "snake": name,  # package, CMake target, C++ namespace, JAX/torch namespaces
-        "dist": name.replace("_", "-"),  # the distribution on PyPI
-        "upper": name.upper(),  # macros, header guards, environment variables
-    }
+    """The library name as the package, the distribution and macros write it."""
+    return {"snake": name, "dist": name.replace("_", "-"), "upper": name.upper()}
 
 
 # The template's library name in any of its spellings.
@@ -69,21 +56,12 @@ TAKEN = {"tvm_ffi", "jax_tvm_ffi", "numpy", "torch", "jax", "jaxlib", "paddle", 
 
 
 def check_name(name: str) -> None:
-    if not re.fullmatch(r"[a-z][a-z0-9_]*", name) or keyword.iskeyword(name) or keyword.issoftkeyword(name):
-        sys.exit(f"error: {name!r} must be a lowercase Python identifier (not a keyword), such as my_kernels")
+    """The op names' rule (the name is a C++ namespace too), and no module it would shadow."""
+    runpy.run_path(str(ROOT / "tools" / "op_names.py"))["identifier"](name, "library name")
     if name == OLD:
         sys.exit(f"error: {name!r} is the template's own name; choose a new one, such as my_kernels")
     if name in sys.stdlib_module_names or name in TAKEN:
         sys.exit(f"error: {name!r} is the name of a module Python code imports; the library would shadow it")
-    sys.path.insert(0, str(ROOT / "tools"))
-    from op_names import CPP_KEYWORDS  # the op names' rule: the name is a C++ namespace too
-
-    if name in CPP_KEYWORDS:
-        sys.exit(f"error: {name!r} is a C++ keyword; the library's C++ namespace could not use it")
-
-
-def parse_ops(text: str) -> list[str]:
-    return [op.strip() for op in text.split(",") if op.strip()]
 
 
 # -- inside the new project (copier's task) ---------------------------------------------------
@@ -114,40 +92,32 @@ def without_template_only(text: str) -> str:
 def own_project(name: str) -> None:
     """The new project's own history, version and wording: no template results or changelog."""
     shutil.rmtree(ROOT / "docs" / "_static" / "perf", ignore_errors=True)
-    (ROOT / "CHANGELOG.md").write_text(
+    changelog = (
         "# Changelog\n\nNotable changes, newest first (see CONTRIBUTING.md, releasing).\n\n## Unreleased\n"
     )
-    for page in [
-        ROOT / "README.md",
-        ROOT / "CONTRIBUTING.md",
-        ROOT / "noxfile.py",
-        ROOT / ".ci" / "run",
-        *sorted((ROOT / ".github" / "workflows").glob("*.yml")),
-        *sorted((ROOT / "docs").rglob("*.md")),
-        *sorted((ROOT / "tests").glob("*.py")),
-    ]:
+    (ROOT / "CHANGELOG.md").write_text(changelog)
+    pages = [
+        "README.md",
+        "CONTRIBUTING.md",
+        "noxfile.py",
+        ".ci/run",
+        ".github/workflows/*.yml",
+        "docs/**/*.md",
+    ]
+    for page in [p for pattern in [*pages, "tests/*.py"] for p in sorted(ROOT.glob(pattern))]:
         text = page.read_text()
         new = FORK_ONLY.sub(lambda m: m.group(1), without_template_only(text)).rstrip("\n") + "\n"
         if new != text:
             page.write_text(new)
     init = ROOT / "python" / OLD / "__init__.py"
-    init.write_text(
-        re.sub(r'^__version__ = ".*"$', '__version__ = "0.1.0"', init.read_text(), flags=re.MULTILINE)
-    )
-
-
-def project_files() -> list[Path]:
-    """The project's files, by tools/remove_op.py's rule (in a repository, as for an update:
-    those git does not ignore)."""
-    return runpy.run_path(str(ROOT / "tools" / "remove_op.py"))["project_paths"]()
+    init.write_text(re.sub(r'^__version__ = ".*"$', '__version__ = "0.1.0"', init.read_text(), flags=re.M))
 
 
 def rename_tree(name: str) -> list[Path]:
     """Rename the library in every path and file; returns the files whose text changed."""
-    rename = renamer(name)
-    changed = []
-    most_per_line = 0  # the most mentions of the library on one line of Python
-    for path in sorted(project_files(), key=lambda p: len(p.parts), reverse=True):
+    rename, changed, most_per_line = renamer(name), [], 0  # the most mentions on a line of Python
+    paths = runpy.run_path(str(ROOT / "tools" / "remove_op.py"))["project_paths"]()
+    for path in sorted(paths, key=lambda p: len(p.parts), reverse=True):
         rel = path.relative_to(ROOT)
         if rel.as_posix() == ANSWERS or not path.is_file() or path.is_symlink():
             continue
@@ -168,66 +138,24 @@ def rename_tree(name: str) -> list[Path]:
     for path in sorted(ROOT.glob(f"**/*{OLD}*/"), key=lambda p: len(p.parts), reverse=True):
         if path.is_dir() and not any(path.iterdir()):
             path.rmdir()
-    widen_line_limit(most_per_line * (len(name) - len(OLD)))
+    # The lint's limit on line length grows by what the rename added to a line (pyproject.toml).
+    extra, pyproject = most_per_line * (len(name) - len(OLD)), ROOT / "pyproject.toml"
+    if extra > 0:
+        limit = re.compile(r"^(max-line-length = )(\d+)$", re.M)
+        pyproject.write_text(
+            limit.sub(lambda m: f"{m[1]}{int(m[2]) + extra}", pyproject.read_text(), count=1)
+        )
     return changed
-
-
-def widen_line_limit(extra: int) -> None:
-    """Raise the lint limit on line length by ``extra`` columns (see pyproject.toml)."""
-    if extra <= 0:
-        return
-    pyproject = ROOT / "pyproject.toml"
-    text, count = re.subn(
-        r"^(max-line-length = )(\d+)$",
-        lambda m: f"{m.group(1)}{int(m.group(2)) + extra}",
-        pyproject.read_text(),
-        count=1,
-        flags=re.MULTILINE,
-    )
-    if count:
-        pyproject.write_text(text)
-
-
-def tool(name: str) -> str:
-    """A formatter next to the running Python (its environment), else on PATH."""
-    local = Path(sys.executable).parent / name
-    found = str(local) if local.exists() else shutil.which(name)
-    if found is None:
-        sys.exit(f"error: {name} not found: run copier from an environment with ruff and clang-format")
-    return found
-
-
-def format_files(files: list[Path]) -> None:
-    """Format what the rename changed: line lengths moved with the name."""
-    python = [str(f) for f in files if f.suffix in (".py", ".pyi")]
-    cpp = [str(f) for f in files if f.suffix in CPP_SUFFIXES]
-    if python:
-        ruff = tool("ruff")
-        subprocess.run([ruff, "check", "--quiet", "--fix", "--select", "I", *python], cwd=ROOT, check=True)
-        subprocess.run([ruff, "format", "--quiet", *python], cwd=ROOT, check=True)
-    if cpp:
-        subprocess.run([tool("clang-format"), "-i", "--style=file", *cpp], cwd=ROOT, check=True)
 
 
 def initial_commit(name: str) -> None:
     git = ["git", "-C", str(ROOT)]
     subprocess.run([*git, "init", "-q"], check=True)
     subprocess.run([*git, "add", "-A"], check=True)
-    identity = []
     if subprocess.run([*git, "config", "user.email"], capture_output=True).returncode != 0:
-        identity = ["-c", f"user.name={name} developers", "-c", f"user.email={name}@localhost"]
-    subprocess.run(
-        [
-            *git,
-            *identity,
-            "commit",
-            "-q",
-            "--no-verify",
-            "-m",
-            f"{name} 0.1.0, from the kernel-library template",
-        ],
-        check=True,
-    )
+        git += ["-c", f"user.name={name} developers", "-c", f"user.email={name}@localhost"]
+    message = f"{name} 0.1.0, from the kernel-library template"
+    subprocess.run([*git, "commit", "-q", "--no-verify", "-m", message], check=True)
 
 
 # -- an update across a change of layout (copier drops a file the new version moved) -----------
@@ -336,7 +264,7 @@ def migrate_ops_py(name: str, src: str, commit: str) -> None:
                 + absolute_imports(section)
             )
             register_op(registry, op)
-            created.append(str(module))
+            created.append(module)
         elif not module.is_file():
             print(f"note: {op}: the library's section of an example op it no longer has is left out")
         elif section != base[op]:
@@ -344,10 +272,7 @@ def migrate_ops_py(name: str, src: str, commit: str) -> None:
             merge_into(module, head + absolute_imports(section), head + absolute_imports(base[op]))
     legacy.unlink()
     if created:  # the old header's imports that an op does not use go
-        ruff = Path(sys.executable).with_name("ruff")
-        ruff = str(ruff) if ruff.exists() else "ruff"
-        subprocess.run([ruff, "check", "-q", "--fix", "--select", "F401,I001", *created], check=False)
-        subprocess.run([ruff, "format", "-q", *created, str(registry)], check=False)
+        format_files([*created, registry], fix="F401,I001")
 
 
 def apply(name: str, ops: list[str], commit: bool, template_src: str | None = None) -> int:
@@ -369,44 +294,28 @@ def apply(name: str, ops: list[str], commit: bool, template_src: str | None = No
 
 
 # -- in the template checkout ---------------------------------------------------------------
-def git_output(*args: str) -> str:
-    return subprocess.run(
-        ["git", *args], cwd=ROOT, check=True, stdout=subprocess.PIPE, text=True
-    ).stdout.strip()
-
-
 def generate(name: str, dest: Path, ops: list[str], force: bool, vcs_ref: str | None) -> int:
     check_name(name)
     if dest.exists() and any(dest.iterdir()):
         if not force:
             sys.exit(f"error: {dest} exists (pass --force to replace it)")
         shutil.rmtree(dest)
-    sys.path.insert(0, str(ROOT / "tools"))
-    from update_from_template import tool_python
-
-    command = [
-        str(tool_python(ROOT)),
-        "-m",
-        "copier",
-        "copy",
-        "--trust",
-        "--defaults",
-        "--quiet",
-        "--data",
-        f"name={name}",
-        "--data",
-        f"ops={','.join([ALWAYS, *[op for op in ops if op != ALWAYS]])}",
-    ]
     if not vcs_ref:
         # The committed template, never uncommitted or git-ignored files of this checkout (copier
         # would add those for "HEAD"), so that .copier-answers.yml names a commit updates can find.
-        vcs_ref = git_output("rev-parse", "HEAD")
-        if git_output("status", "--porcelain"):
+        git = ["git", "-C", str(ROOT)]
+        vcs_ref = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+        if subprocess.run([*git, "status", "--porcelain"], capture_output=True, text=True).stdout.strip():
             print(f"note: uncommitted changes in {ROOT} are not used; generating from commit {vcs_ref[:12]}")
-    command += ["--vcs-ref", vcs_ref]
-    result = subprocess.run([*command, str(ROOT), str(dest)])
-    if result.returncode != 0:
-        return result.returncode
+    answers = [
+        "--data",
+        f"name={name}",
+        "--data",
+        f"ops={','.join([ALWAYS, *(o for o in ops if o != ALWAYS)])}",
+    ]
+    command = [tool_python(ROOT), "-m", "copier", "copy", "--trust", "--defaults", "--quiet", *answers]
+    if subprocess.run([*command, "--vcs-ref", vcs_ref, ROOT, dest]).returncode != 0:
+        return 1
     new = spellings(name)
     print(f"created {dest}: package {new['snake']}, distribution {new['dist']}, library lib{new['snake']}.so")
     print(f"next: cd {dest} && python3 tools/dev.py tests")
@@ -415,27 +324,23 @@ def generate(name: str, dest: Path, ops: list[str], force: bool, vcs_ref: str | 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("name", nargs="?", help="the new library's import name, e.g. my_kernels")
+    parser.add_argument("name", help="the new library's import name, e.g. my_kernels")
     parser.add_argument("--dest", type=Path, help="directory to create")
     parser.add_argument(
         "--ops", default="", help="example ops to keep besides scale, e.g. rms_norm,flatnonzero"
     )
     parser.add_argument("--force", action="store_true", help="replace DEST if it exists")
     parser.add_argument("--vcs-ref", help="the template commit or tag to use (default: this checkout's HEAD)")
-    parser.add_argument("--apply", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--initial-commit", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--no-commit", action="store_true", help=argparse.SUPPRESS)
+    for hidden in ("--apply", "--initial-commit", "--no-commit"):  # copier's task (copier.yml)
+        parser.add_argument(hidden, action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--template-src", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if not args.name:
-        parser.error("the new library's name is required")
+    ops = [op.strip() for op in args.ops.split(",") if op.strip()]
     if args.apply:
-        return apply(
-            args.name, parse_ops(args.ops), commit=args.initial_commit, template_src=args.template_src
-        )
+        return apply(args.name, ops, commit=args.initial_commit, template_src=args.template_src)
     if args.dest is None:
         parser.error("--dest is required")
-    return generate(args.name, args.dest.resolve(), parse_ops(args.ops), args.force, args.vcs_ref)
+    return generate(args.name, args.dest.resolve(), ops, args.force, args.vcs_ref)
 
 
 if __name__ == "__main__":
