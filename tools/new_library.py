@@ -281,8 +281,9 @@ def apply(name: str, ops: list[str], commit: bool, template_src: str | None = No
         sys.exit(f"error: --apply runs inside a copy of the template (no python/{OLD}/ops/ here)")
     prune_ops({ALWAYS, *ops})
     own_project(name)
-    for machinery in ("tools/check_template.py", "tools/new_library.py"):
-        (ROOT / machinery).unlink()  # the template's own: the new project has no use for them
+    shutil.rmtree(ROOT / "tools" / "template_check")  # the template's own machinery
+    for machinery in ("check_template.py", "new_library.py"):
+        (ROOT / "tools" / machinery).unlink()
     format_files(rename_tree(name))
     old = None if commit else came_from()
     if template_src and old:  # an update (copier passes its checkout of the template)
