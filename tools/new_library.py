@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import ast
 import re
-import runpy
 import shutil
 import subprocess
 import sys
@@ -22,7 +21,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
-from update_from_template import format_files, tool_python  # noqa: E402 (the tools' folder first)
+import remove_op  # noqa: E402 (the tools' folder first)
+from op_names import identifier  # noqa: E402
+from update_from_template import format_files, tool_python  # noqa: E402
 
 OLD = "scale_lib"
 ALWAYS = "scale"  # the worked example of the docs: every library keeps it
@@ -57,7 +58,7 @@ TAKEN = {"tvm_ffi", "jax_tvm_ffi", "numpy", "torch", "jax", "jaxlib", "paddle", 
 
 def check_name(name: str) -> None:
     """The op names' rule (the name is a C++ namespace too), and no module it would shadow."""
-    runpy.run_path(str(ROOT / "tools" / "op_names.py"))["identifier"](name, "library name")
+    identifier(name, "library name")
     if name == OLD:
         sys.exit(f"error: {name!r} is the template's own name; choose a new one, such as my_kernels")
     if name in sys.stdlib_module_names or name in TAKEN:
@@ -67,14 +68,13 @@ def check_name(name: str) -> None:
 # -- inside the new project (copier's task) ---------------------------------------------------
 def prune_ops(keep: set[str]) -> None:
     """Remove every example op not in ``keep``, as tools/remove_op.py does."""
-    remove = runpy.run_path(str(ROOT / "tools" / "remove_op.py"))
-    declared = remove["declared_ops"]()
+    declared = remove_op.declared_ops()
     unknown = sorted(keep - set(declared))
     if unknown:
         sys.exit(f"error: no example op {', '.join(unknown)}; the template's ops: {', '.join(declared)}")
     for op in reversed(declared):  # users of an op (axpby calls scale) go first
         if op not in keep:
-            remove["apply"](*remove["plan"](op))
+            remove_op.apply(*remove_op.plan(op))
 
 
 def without_template_only(text: str) -> str:
@@ -92,19 +92,10 @@ def without_template_only(text: str) -> str:
 def own_project(name: str) -> None:
     """The new project's own history, version and wording: no template results or changelog."""
     shutil.rmtree(ROOT / "docs" / "_static" / "perf", ignore_errors=True)
-    changelog = (
-        "# Changelog\n\nNotable changes, newest first (see CONTRIBUTING.md, releasing).\n\n## Unreleased\n"
-    )
-    (ROOT / "CHANGELOG.md").write_text(changelog)
-    pages = [
-        "README.md",
-        "CONTRIBUTING.md",
-        "noxfile.py",
-        ".ci/run",
-        ".github/workflows/*.yml",
-        "docs/**/*.md",
-    ]
-    for page in [p for pattern in [*pages, "tests/*.py"] for p in sorted(ROOT.glob(pattern))]:
+    changelog = "Notable changes, newest first (see CONTRIBUTING.md, releasing)."
+    (ROOT / "CHANGELOG.md").write_text(f"# Changelog\n\n{changelog}\n\n## Unreleased\n")
+    pages = ["README.md", "CONTRIBUTING.md", "noxfile.py", ".ci/run", ".github/workflows/*.yml"]
+    for page in [p for pattern in [*pages, "docs/**/*.md", "tests/*.py"] for p in sorted(ROOT.glob(pattern))]:
         text = page.read_text()
         new = FORK_ONLY.sub(lambda m: m.group(1), without_template_only(text)).rstrip("\n") + "\n"
         if new != text:
@@ -116,8 +107,7 @@ def own_project(name: str) -> None:
 def rename_tree(name: str) -> list[Path]:
     """Rename the library in every path and file; returns the files whose text changed."""
     rename, changed, most_per_line = renamer(name), [], 0  # the most mentions on a line of Python
-    paths = runpy.run_path(str(ROOT / "tools" / "remove_op.py"))["project_paths"]()
-    for path in sorted(paths, key=lambda p: len(p.parts), reverse=True):
+    for path in sorted(remove_op.project_paths(), key=lambda p: len(p.parts), reverse=True):
         rel = path.relative_to(ROOT)
         if rel.as_posix() == ANSWERS or not path.is_file() or path.is_symlink():
             continue
@@ -142,9 +132,7 @@ def rename_tree(name: str) -> list[Path]:
     extra, pyproject = most_per_line * (len(name) - len(OLD)), ROOT / "pyproject.toml"
     if extra > 0:
         limit = re.compile(r"^(max-line-length = )(\d+)$", re.M)
-        pyproject.write_text(
-            limit.sub(lambda m: f"{m[1]}{int(m[2]) + extra}", pyproject.read_text(), count=1)
-        )
+        pyproject.write_text(limit.sub(lambda m: f"{m[1]}{int(m[2]) + extra}", pyproject.read_text(), 1))
     return changed
 
 
@@ -197,14 +185,11 @@ def merge_into(target: Path, ours: str, base: str) -> None:
 def migrate_moved_files(name: str, src: str, commit: str) -> None:
     """Every file the template moved since ``commit`` (git's rename detection) that the library
     edited: its edits merged into the file's new place."""
-    diff = subprocess.run(
-        ["git", "-C", src, "diff", "--name-status", "-M", commit, "HEAD"], capture_output=True, text=True
-    )
+    diff = ["git", "-C", src, "diff", "--name-status", "-M", commit, "HEAD"]
+    diff, rename = subprocess.run(diff, capture_output=True, text=True), renamer(name)
     if diff.returncode != 0:  # copier would drop the moved files the library edited: stop
         sys.exit(f"error: cannot compare the template at {commit} with the new version: {diff.stderr}")
-    listed = diff.stdout
-    rename = renamer(name)
-    for old, new in re.findall(r"^R\d*\t(\S+)\t(\S+)$", listed, re.MULTILINE):
+    for old, new in re.findall(r"^R\d*\t(\S+)\t(\S+)$", diff.stdout, re.MULTILINE):
         before, after = ROOT / rename(old), ROOT / rename(new)
         base = template_file(src, commit, old, name)
         if before.is_file() and after.is_file() and base is not None and before.read_text() != base:
@@ -213,11 +198,9 @@ def migrate_moved_files(name: str, src: str, commit: str) -> None:
 
 def module_head(text: str) -> str:
     """A module's text up to the end of its imports and the blank lines after them."""
-    lines, end, wrapped = text.splitlines(keepends=True), 0, False
-    for i, line in enumerate(lines):
-        if wrapped or line.startswith(("from ", "import ")):
-            wrapped = line.rstrip().endswith("(") or (wrapped and not line.startswith(")"))
-            end = i + 1
+    lines = text.splitlines(keepends=True)
+    imports = [n.end_lineno or 0 for n in ast.parse(text).body if isinstance(n, ast.Import | ast.ImportFrom)]
+    end = max(imports, default=0)
     while end < len(lines) and not lines[end].strip():
         end += 1
     return "".join(lines[:end])
@@ -248,21 +231,17 @@ def migrate_ops_py(name: str, src: str, commit: str) -> None:
         if isinstance(node, ast.Import | ast.ImportFrom) and getattr(node, "module", "") != "__future__"
     ]
     registry = package / "__init__.py"
-    register_op = runpy.run_path(str(ROOT / "tools" / "new_op.py"))["register_op"]
+    from new_op import register_op
+
     created = []
     for op, section in ours.items():
         module = package / f"{op}.py"
         if op not in base:  # the library's own op
             others = [o for o in ours if o != op and re.search(rf"(?<![\w.]){o}\(", section)]
             lines = [*imports, f"from {name}._spec import ArrayT", *(f"from .{o} import {o}" for o in others)]
-            module.write_text(
-                "# SPDX-License-Identifier: Apache-2.0\n"
-                f'"""{op}: its declaration, registered once, and its typed public function."""\n\n'
-                "from __future__ import annotations\n\n"
-                + "\n".join(lines)
-                + "\n\n\n"
-                + absolute_imports(section)
-            )
+            doc = f'"""{op}: its declaration, registered once, and its typed public function."""'
+            head = ["# SPDX-License-Identifier: Apache-2.0", doc, "", "from __future__ import annotations"]
+            module.write_text("\n".join([*head, "", *lines, "", "", absolute_imports(section)]))
             register_op(registry, op)
             created.append(module)
         elif not module.is_file():
@@ -308,12 +287,8 @@ def generate(name: str, dest: Path, ops: list[str], force: bool, vcs_ref: str | 
         vcs_ref = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
         if subprocess.run([*git, "status", "--porcelain"], capture_output=True, text=True).stdout.strip():
             print(f"note: uncommitted changes in {ROOT} are not used; generating from commit {vcs_ref[:12]}")
-    answers = [
-        "--data",
-        f"name={name}",
-        "--data",
-        f"ops={','.join([ALWAYS, *(o for o in ops if o != ALWAYS)])}",
-    ]
+    kept = ",".join([ALWAYS, *(o for o in ops if o != ALWAYS)])
+    answers = ["--data", f"name={name}", "--data", f"ops={kept}"]
     command = [tool_python(ROOT), "-m", "copier", "copy", "--trust", "--defaults", "--quiet", *answers]
     if subprocess.run([*command, "--vcs-ref", vcs_ref, ROOT, dest]).returncode != 0:
         return 1
@@ -327,9 +302,7 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("name", help="the new library's import name, e.g. my_kernels")
     parser.add_argument("--dest", type=Path, help="directory to create")
-    parser.add_argument(
-        "--ops", default="", help="example ops to keep besides scale, e.g. rms_norm,flatnonzero"
-    )
+    parser.add_argument("--ops", default="", help="example ops to keep besides scale, e.g. rms_norm,l2_norm")
     parser.add_argument("--force", action="store_true", help="replace DEST if it exists")
     parser.add_argument("--vcs-ref", help="the template commit or tag to use (default: this checkout's HEAD)")
     for hidden in ("--apply", "--initial-commit", "--no-commit"):  # copier's task (copier.yml)

@@ -17,7 +17,6 @@ import dataclasses
 import importlib.util
 import os
 import re
-import runpy
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -26,6 +25,8 @@ from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
+from op_names import PLACEHOLDER, identifier, library_name, names_beside_arguments, op_name  # noqa: E402
+from remove_op import exports, render_op_lists, with_triton_build  # noqa: E402
 from update_from_template import format_files, tool_python  # noqa: E402 (the tools' folder first)
 
 ATTR_TYPES = {"float": "double", "int": "int64_t", "bool": "bool"}
@@ -106,9 +107,8 @@ class Spec:
     def cpp_params(self, maybe_unused: bool = False) -> str:
         """The C++ parameters; ``maybe_unused``: all but the first input's marked so (a CUDA-only
         op's binding in a CPU-only build uses only the tensor it routes by)."""
-        params = [f"ffi::TensorView {n}" for n in ("out", *self.inputs)] + [
-            f"{a.cpp} {a.name}" for a in self.attrs
-        ]
+        params = [f"ffi::TensorView {n}" for n in ("out", *self.inputs)]
+        params += [f"{a.cpp} {a.name}" for a in self.attrs]
         routed = f"ffi::TensorView {self.inputs[0]}"
         return ", ".join(p if not maybe_unused or p == routed else f"[[maybe_unused]] {p}" for p in params)
 
@@ -145,13 +145,9 @@ def created_files(s: Spec) -> dict[str, str]:
     """The new files of op ``s``, by path, and their text (tools/scaffolds/, Jinja)."""
     import jinja2  # see main: this Python's, or the pinned tools' environment's
 
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(ROOT / "tools" / "scaffolds"),
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
+    loader = jinja2.FileSystemLoader(ROOT / "tools" / "scaffolds")
+    env = jinja2.Environment(loader=loader, undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+    env.trim_blocks = env.lstrip_blocks = True
     env.filters["each"] = lambda items, pattern: [pattern.format(item) for item in items]
     triton = s.lang == "triton"
     templates = {
@@ -179,7 +175,7 @@ def register_op(ops_init: Path, op: str) -> None:
 
 
 def add_to_init(init: Path, op: str) -> None:
-    init.write_text(_remover()["exports"](init.read_text(), add=op))
+    init.write_text(exports(init.read_text(), add=op))
 
 
 def append_readme_row(readme: Path, row: str) -> bool:
@@ -191,39 +187,23 @@ def append_readme_row(readme: Path, row: str) -> bool:
     return bool(sep and table_rows)
 
 
-def _remover() -> dict:
-    return runpy.run_path(str(ROOT / "tools" / "remove_op.py"))
-
-
 def parse(argv: list[str]) -> tuple[Spec, bool]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("name", help="the op's name, a lowercase identifier such as fused_add")
-    parser.add_argument("--inputs", default="x", help="its array arguments, comma-separated (default: x)")
-    parser.add_argument(
-        "--attrs", default="", help="its scalar arguments, NAME:float|int|bool, comma-separated"
-    )
-    parser.add_argument(
-        "--kind", choices=KINDS, default="elementwise", help="its pattern (default: elementwise)"
-    )
-    parser.add_argument("--cuda-only", action="store_true", help="a CUDA implementation only (no CPU twin)")
-    parser.add_argument(
-        "--lang",
-        choices=("cuda", "triton"),
-        default="cuda",
-        help="the CUDA kernel's language (triton: elementwise)",
-    )
-    parser.add_argument("--scan-op", choices=SCAN_OPS, default="sum", help="a scan's operator (default: sum)")
-    parser.add_argument(
-        "--like", metavar="OP", help="copy the example op OP under NAME instead (tools/copy_op.py)"
-    )
-    parser.add_argument("--no-format", action="store_true", help="do not run clang-format and ruff format")
+    add = parser.add_argument
+    add("name", help="the op's name, a lowercase identifier such as fused_add")
+    add("--inputs", default="x", help="its array arguments, comma-separated (default: x)")
+    add("--attrs", default="", help="its scalar arguments, NAME:float|int|bool, comma-separated")
+    add("--kind", choices=KINDS, default="elementwise", help="its pattern (default: elementwise)")
+    add("--cuda-only", action="store_true", help="a CUDA implementation only (no CPU twin)")
+    add("--lang", choices=("cuda", "triton"), default="cuda", help="the CUDA kernel's language")
+    add("--scan-op", choices=SCAN_OPS, default="sum", help="a scan's operator (default: sum)")
+    add("--like", metavar="OP", help="copy the example op OP under NAME instead (tools/copy_op.py)")
+    add("--no-format", action="store_true", help="do not run clang-format and ruff format")
     args = parser.parse_args(argv)
     shaped = {"--inputs": "inputs", "--attrs": "attrs", "--kind": "kind", "--cuda-only": "cuda_only"}
     shaped |= {"--lang": "lang", "--scan-op": "scan_op"}
     if args.like and any(getattr(args, dest) != parser.get_default(dest) for dest in shaped.values()):
         sys.exit(f"error: --like copies {args.like} as it is; it takes none of {', '.join(shaped)}")
-    names_rules = runpy.run_path(str(ROOT / "tools" / "op_names.py"))
-    identifier = names_rules["identifier"]
     inputs = tuple(identifier(n.strip(), "input") for n in args.inputs.split(",") if n.strip())
     attrs = []
     for item in filter(None, (a.strip() for a in args.attrs.split(","))):
@@ -234,8 +214,8 @@ def parse(argv: list[str]) -> tuple[Spec, bool]:
     names = [*inputs, *(a.name for a in attrs), "out"]
     if not inputs or len(set(names)) != len(names):
         sys.exit(f"error: inputs and attributes need distinct names other than 'out'; got {names[:-1]}")
-    library = names_rules["library_name"]()
-    op = names_rules["op_name"](args.name, library)
+    library = library_name()
+    op = op_name(args.name, library)
     if args.kind == "scan":
         if any(a.name == REVERSE for a in attrs):
             sys.exit(f"error: the scan kind adds the attribute {REVERSE!r} itself; name yours otherwise")
@@ -244,22 +224,19 @@ def parse(argv: list[str]) -> tuple[Spec, bool]:
         sys.exit("error: --lang triton scaffolds elementwise ops; write other patterns from docs/triton.md")
     if args.scan_op != "sum" and args.kind != "scan":
         sys.exit("error: --scan-op is the operator of a scan: use it with --kind scan")
-    spec = Spec(
-        op, library, inputs, tuple(attrs), args.kind, args.cuda_only, args.lang, args.scan_op, args.like
-    )
-    return spec, not args.no_format
+    rest = (args.kind, args.cuda_only, args.lang, args.scan_op, args.like)
+    return Spec(op, library, inputs, tuple(attrs), *rest), not args.no_format
 
 
 def check_argument_names(s: Spec) -> None:
     """Exits where an input or attribute would take a name the generated code uses beside it."""
-    names = runpy.run_path(str(ROOT / "tools" / "op_names.py"))
-    stand_in = [f"{names['PLACEHOLDER']}{i}" for i in range(len(s.inputs) + len(s.attrs))]
+    stand_in = [f"{PLACEHOLDER}{i}" for i in range(len(s.inputs) + len(s.attrs))]
     attrs = tuple(
         a if a.name == REVERSE and s.kind == "scan" else Attr(name, a.type)
         for a, name in zip(s.attrs, stand_in[len(s.inputs) :], strict=True)
     )
     trial = dataclasses.replace(s, inputs=tuple(stand_in[: len(s.inputs)]), attrs=attrs)
-    used = names["names_beside_arguments"](created_files(trial))
+    used = names_beside_arguments(created_files(trial))
     for name in [*s.inputs, *(a.name for a in s.attrs if a not in attrs)]:
         if name in used:
             sys.exit(
@@ -286,9 +263,8 @@ def write(s: Spec) -> tuple[list[str], list[str], str]:
     signature = ", ".join([*s.inputs, *attrs, "*", "out=None"])
     row = f"| `{s.op}({signature})` | `{s.formula}` | {KINDS[s.kind]}{where} (scaffolded) |\n"
     append_readme_row(ROOT / "README.md", row)
-    math = f"kernels/{s.op}/{s.op}.h" + (
-        f" and kernels/{s.op}/{s.op}.py (the CUDA kernel's)" if s.lang == "triton" else ""
-    )
+    math = f"kernels/{s.op}/{s.op}.h"
+    math += f" and kernels/{s.op}/{s.op}.py (the CUDA kernel's)" if s.lang == "triton" else ""
     hint = (
         f"next: write the math in {math}\n      and the reference in tests/test_{s.op}.py, then\n"
         f"      python3 tools/dev.py loop -- tests/test_{s.op}.py (docs/adding_an_op.md)"
@@ -313,27 +289,26 @@ def copy_like(s: Spec) -> tuple[list[str], list[str], str]:
 def main(argv: list[str]) -> int:
     s, run_formatters = parse(argv)
     created, edited, hint = copy_like(s) if s.like else write(s)
-    package = ROOT / "python" / s.lib
-    register_op(package / "ops" / "__init__.py", s.op)
-    add_to_init(package / "__init__.py", s.op)
+    package = ROOT / "python" / s.lib / "__init__.py"
+    registry = package.parent / "ops" / "__init__.py"
+    register_op(registry, s.op)
+    add_to_init(package, s.op)
     edited += [f"python/{s.lib}/ops/__init__.py", f"python/{s.lib}/__init__.py"]
     # pyproject.toml's Triton build requirement, commented out while the library had no Triton kernel.
     pyproject = ROOT / "pyproject.toml"
     if any(p.startswith("kernels/") and p.endswith(".py") for p in created):
         text = pyproject.read_text()
-        if text != (new := _remover()["with_triton_build"](text, needed=True)):
+        if text != (new := with_triton_build(text, needed=True)):
             pyproject.write_text(new)
             edited.append("pyproject.toml")
     if run_formatters:
         try:
-            format_files(
-                [ROOT / p for p in created] + [package / "ops" / "__init__.py", package / "__init__.py"]
-            )
+            format_files([*(ROOT / p for p in created), registry, package])
         except (OSError, subprocess.CalledProcessError) as error:  # no network for the tools, say
             print(f"note: the new files are not formatted ({error}); run `pre-commit run --all-files`")
     if (ROOT / ".git").exists():  # intent to add: pre-commit and `git diff` see the new files
         subprocess.run(["git", "add", "--intent-to-add", *created], cwd=ROOT, check=False)
-    pages = _remover()["render_op_lists"]()
+    pages = render_op_lists()
     print(f"created {', '.join(created)}")
     print(f"edited  {', '.join(edited + [p.relative_to(ROOT).as_posix() for p in pages])}")
     print(hint)

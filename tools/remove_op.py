@@ -9,6 +9,7 @@ registration line, its export, its README rows and its answer; renders the ops s
 from __future__ import annotations
 
 import argparse
+import contextlib
 import re
 import runpy
 import subprocess
@@ -26,10 +27,7 @@ KEEP = {"scale": "the docs (docs/writing_a_kernel.md, docs/architecture.md) walk
 NOT_PROJECT = {".git", "build", "dist", ".nox", "_build", "_generated", "__pycache__"}
 FILE_MARK = re.compile(r"(?:#|//|<!--) op-file: (\w+(?:, \w+)*)")
 # pyproject.toml's Triton build requirement: needed while an op's folder holds a Triton kernel.
-PYPROJECT = ROOT / "pyproject.toml"
-TRITON_BUILD = re.compile(
-    r"^(# \[triton-build\.begin\][^\n]*\n)(.*?)(^# \[triton-build\.end\])", re.DOTALL | re.MULTILINE
-)
+TRITON_BUILD = re.compile(r"^(# \[triton-build\.begin\][^\n]*\n)(.*?)(^# \[triton-build\.end\])", re.S | re.M)
 OWN_FILES = [
     "kernels/{0}/**/*", "bindings/{0}_binding.cc", "python/scale_lib/ops/{0}.py",
     "python/scale_lib/nvrtc_kernels/{0}.cu", "tests/test_{0}.py", "tests/test_{0}_distributed.py",
@@ -70,12 +68,9 @@ def project_paths() -> list[Path]:
 def project_texts() -> dict[Path, str]:
     """The project's text files and their text."""
     texts = {}
-    for path in project_paths():
-        if path.is_file() and not path.is_symlink():
-            try:
-                texts[path] = path.read_text(encoding="utf-8")
-            except UnicodeDecodeError:
-                continue
+    for path in (p for p in project_paths() if p.is_file() and not p.is_symlink()):
+        with contextlib.suppress(UnicodeDecodeError):
+            texts[path] = path.read_text(encoding="utf-8")
     return texts
 
 
@@ -88,14 +83,6 @@ def file_owners(text: str) -> set[str]:
 def without_table_rows(text: str, name: str) -> str:
     """Markdown ``text`` without the table rows about ``name`` (first cell: `NAME` or `NAME(...)`)."""
     return re.sub(rf"^\|[ \t]*`{re.escape(name)}[`(][^\n]*\n", "", text, flags=re.MULTILINE)
-
-
-def import_statement(head: str, names: list[str], line_length: int = 110) -> str:
-    """``head`` (``from .ops import ``) and ``names`` as ruff formats them."""
-    line = f"{head}{', '.join(names)}\n"
-    return (
-        line if len(line) - 1 <= line_length else head + "(\n" + "".join(f"    {n},\n" for n in names) + ")\n"
-    )
 
 
 def exports(text: str, add: str | None = None, drop: str | None = None) -> str:
@@ -113,7 +100,10 @@ def exports(text: str, add: str | None = None, drop: str | None = None) -> str:
     names = change([n.strip() for n in statement.group(2).strip("()").split(",") if n.strip()])
     body = "".join(f'    "{n}",\n' for n in change(re.findall(r'"([^"]+)"', listing.group(1))))
     text = text.replace(listing.group(0), f"__all__ = [\n{body}]")
-    return text.replace(statement.group(0), import_statement(statement.group(1), names) if names else "")
+    line = f"{statement.group(1)}{', '.join(names)}\n"  # as ruff formats it (line-length 110)
+    if len(line) > 111:
+        line = statement.group(1) + "(\n" + "".join(f"    {n},\n" for n in names) + ")\n"
+    return text.replace(statement.group(0), line if names else "")
 
 
 def without_export(text: str, name: str) -> str:
@@ -156,7 +146,7 @@ def plan(name: str) -> tuple[list[Path], dict[Path, str]]:
             new = exports(text, drop=name)
         elif path == ANSWERS:
             new = without_answer(text, name)
-        elif path == PYPROJECT:
+        elif path == ROOT / "pyproject.toml":
             new = with_triton_build(text, needed=any(p not in files for p in triton_kernels()))
         if path.suffix == ".md":
             new = without_table_rows(new, name)

@@ -20,7 +20,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 ANSWERS = ROOT / ".copier-answers.yml"
-COPIER = "copier>=9.4,<10"
 
 
 def _has_tools(python: Path, versions: dict[str, str]) -> bool:
@@ -47,7 +46,7 @@ def tool_python(root: Path) -> Path:
     if not (python.exists() and _has_tools(python, versions)):
         print("creating .venv-template with copier, ruff and clang-format", flush=True)
         venv.create(root / ".venv-template", with_pip=True, clear=True)
-        requirements = [COPIER, *(f"{name}=={version}" for name, version in versions.items())]
+        requirements = ["copier>=9.4,<10", *(f"{name}=={version}" for name, version in versions.items())]
         subprocess.run([str(python), "-m", "pip", "install", "-q", *requirements], check=True)
     return python
 
@@ -103,10 +102,8 @@ def main(argv: list[str]) -> int:
     # copier leaves a conflict inline and exits 0: the update is not done until they are resolved.
     left = sorted(conflicted() - before)
     if left:
-        where = f"(<<<<<<< blocks) in {', '.join(left)}"
-        print(
-            f"error: the update left conflicts {where}: resolve them, run the tests, commit", file=sys.stderr
-        )
+        where = f"conflicts (<<<<<<< blocks) in {', '.join(left)}"
+        print(f"error: the update left {where}: resolve them, run the tests, commit", file=sys.stderr)
         return 1
     if (ROOT / "tools" / "remove_op.py").is_file():  # the pages' lists of the ops of a kind
         runpy.run_path(str(ROOT / "tools" / "remove_op.py"))["render_op_lists"]()
