@@ -80,13 +80,9 @@ def prune_ops(keep: set[str]) -> None:
 def without_template_only(text: str) -> str:
     """``text`` without its template-only blocks; where a block stood between two blank lines
     (a paragraph, a job of a workflow), one blank line is left."""
-    kept, pos = [], 0
-    for m in TEMPLATE_ONLY.finditer(text):
-        kept.append(text[pos : m.start()])
-        pos = m.end()
-        if m.start() >= 2 and text[m.start() - 2 : m.start()] == "\n\n" and text.startswith("\n", pos):
-            pos += 1
-    return "".join(kept) + text[pos:]
+    return re.sub(
+        rf"(?<=\n\n)(?:{TEMPLATE_ONLY.pattern})\n|{TEMPLATE_ONLY.pattern}", "", text, flags=re.S | re.M
+    )
 
 
 def own_project(name: str) -> None:
