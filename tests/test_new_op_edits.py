@@ -95,12 +95,12 @@ def _tool(name: str) -> dict:
 def test_removing_an_op_keeps_the_import_within_the_line_length() -> None:
     names = [f"op_number_{i}" for i in range(12)]
     text = INIT.format(imports="from .ops import (\n" + "".join(f"    {n},\n" for n in names) + ")")
-    without = _tool("remove_op")["without_export"]
-    fewer = without(text, "op_number_0")
+    exports = _tool("remove_op")["exports"]
+    fewer = exports(text, drop="op_number_0")
     assert _imported(fewer, "ops") == names[1:]
     assert max(map(len, fewer.splitlines())) <= 110
     few = INIT.format(imports="from .ops import (\n    alpha,\n    beta,\n)")
-    assert "from .ops import beta\n" in without(few, "alpha")  # fits on one line again
+    assert "from .ops import beta\n" in exports(few, drop="alpha")  # fits on one line again
 
 
 @pytest.mark.skipif(not (ROOT / "tools" / "copy_op.py").is_file(), reason="no tools/copy_op.py")

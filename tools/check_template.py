@@ -96,7 +96,7 @@ def libraries() -> list[tuple[str, list[str]]]:
 
 def check_triton_build(dest: Path) -> None:
     """Triton is a build requirement exactly while the library has a Triton kernel."""
-    kernels = sorted(p.name for p in (dest / "kernels").glob("*/*.py") if p.parent.name == p.stem)
+    kernels = sorted(p.name for p in (dest / "kernels").glob("*/*.py") if p.parent.name in (p.stem, "triton"))
     config = tomllib.loads((dest / "pyproject.toml").read_text())["tool"]["scikit-build"]
     required = any(r.startswith("triton") for r in config.get("build", {}).get("requires", []))
     assert required == bool(kernels), f"{dest.name}: Triton kernels {kernels}, Triton required: {required}"

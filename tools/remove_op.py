@@ -29,8 +29,9 @@ FILE_MARK = re.compile(r"(?:#|//|<!--) op-file: (\w+(?:, \w+)*)")
 # pyproject.toml's Triton build requirement: needed while an op's folder holds a Triton kernel.
 TRITON_BUILD = re.compile(r"^(# \[triton-build\.begin\][^\n]*\n)(.*?)(^# \[triton-build\.end\])", re.S | re.M)
 OWN_FILES = [
-    "kernels/{0}/**/*", "bindings/{0}_binding.cc", "python/scale_lib/ops/{0}.py",
-    "python/scale_lib/nvrtc_kernels/{0}.cu", "tests/test_{0}.py", "tests/test_{0}_distributed.py",
+    "kernels/{0}/**/*", "kernels/{0}.*", "kernels/{0}_*", "kernels/cubin/{0}.*", "kernels/cubin/{0}_*",
+    "kernels/triton/{0}.*", "kernels/triton/{0}_*", "bindings/{0}_binding.cc", "tests/test_{0}.py",
+    "python/scale_lib/ops/{0}.py", "python/scale_lib/nvrtc_kernels/{0}.cu", "tests/test_{0}_distributed.py",
     "docs/kernels/{0}.md", "benchmarks/bench_{0}.py", "benchmarks/bench_{0}_*.py",
     "benchmarks/report_{0}.py", "benchmarks/overhead/{0}.py", "docs/_static/perf/*/{0}.*",
 ]  # fmt: skip
@@ -42,12 +43,12 @@ def declared_ops() -> list[str]:
 
 
 def triton_kernels() -> list[Path]:
-    return [p for p in ROOT.glob("kernels/*/*.py") if p.parent.name == p.stem]
+    return [p for p in ROOT.glob("kernels/*/*.py") if p.parent.name in (p.stem, "triton")]
 
 
 def own_files(name: str) -> list[Path]:
-    """The files that are only ``name``'s: by their names (not a longer op's, such as norm_fast's
-    bench_norm_fast.py for norm), or marked ``op-file: NAME``."""
+    """The files only ``name``'s: by their names (kernels/NAME.*: an own op from before op folders),
+    not a longer op's (norm_fast's for norm); or marked ``op-file: NAME``."""
     named = {p for pattern in OWN_FILES for p in ROOT.glob(pattern.format(name)) if p.is_file()}
     longer = [op for op in declared_ops() if op.startswith(f"{name}_")]
     named = {p for p in named if not any(re.search(rf"(?:^|[/_]){op}(?:[/._]|$)", p.name) for op in longer)}
@@ -104,10 +105,6 @@ def exports(text: str, add: str | None = None, drop: str | None = None) -> str:
     if len(line) > 111:
         line = statement.group(1) + "(\n" + "".join(f"    {n},\n" for n in names) + ")\n"
     return text.replace(statement.group(0), line if names else "")
-
-
-def without_export(text: str, name: str) -> str:
-    return exports(text, drop=name)
 
 
 def without_answer(text: str, name: str) -> str:
