@@ -473,9 +473,9 @@ def bench(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def template(session: nox.Session) -> None:
     """Generate libraries from this template (scale only, one example op, every op), add ops to
-    each as the docs say and remove one, update one from an older template commit, scaffold every
-    kind of op; lint, test and build the docs of each (tools/check_template.py; pass e.g.
-    `-- --only update`)."""
+    the one with every op as the docs say and remove one, update one from an older template commit,
+    scaffold every kind of op; lint, test and build the docs of each (tools/check_template.py; pass
+    e.g. `-- --only update`)."""
     import re
 
     # The formatters at the versions the lint pins: generated libraries are formatted with them.
