@@ -18,7 +18,9 @@ from cases import declared_cases
 
 SIMD_LEVELS = ["baseline", "avx2", "avx512"]
 DTYPES = ["float16", "bfloat16", "float32", "float64"]
-SHAPE = (3, 2 * 4099)
+# Rows longer than a vector body and its tail, and rows short enough for a kernel to convert
+# a 16-bit row whole (softmax below 8192 elements) where longer ones go a chunk at a time.
+SHAPES = [(3, 2 * 4099), (4, 1000)]
 
 
 def _np_dtype(dtype: str) -> np.dtype:
@@ -32,9 +34,10 @@ def results() -> dict[str, np.ndarray]:
     out = {}
     for case in declared_cases("cpu"):
         for dtype in DTYPES:
-            inputs = [a.astype(_np_dtype(dtype)) for a in case.numpy_inputs(36, SHAPE).values()]
-            result = np.asarray(case.call(*inputs))
-            out[f"{case.name} {dtype}"] = result.view(f"u{result.dtype.itemsize}")
+            for shape in SHAPES:
+                inputs = [a.astype(_np_dtype(dtype)) for a in case.numpy_inputs(36, shape).values()]
+                result = np.asarray(case.call(*inputs))
+                out[f"{case.name} {dtype} {shape}"] = result.view(f"u{result.dtype.itemsize}")
     return out
 
 

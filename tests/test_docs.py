@@ -430,6 +430,10 @@ def test_template_only_blocks_leave_one_blank_line() -> None:
     jobs = "  bench:\n    run: a\n\n  # template-only:begin\n  template:\n    run: t\n"
     jobs += "  # template-only:end\n\n  docs:\n"
     assert without(jobs) == "  bench:\n    run: a\n\n  docs:\n"
+    # A block with no blank line after it ends at its own end marker, not at a later block's.
+    shared = "a()\n\n# template-only:begin\nt1()\n# template-only:end\nshared()\n\n"
+    shared += "# template-only:begin\nt2()\n# template-only:end\n\nz\n"
+    assert without(shared) == "a()\n\nshared()\n\nz\n"
 
 
 # template-only:end

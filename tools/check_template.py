@@ -92,7 +92,8 @@ def template_ops(but: str = "") -> list[str]:
 
 
 def libraries() -> list[tuple[str, list[str]]]:
-    return [("my_kernels", []), ("rms_kernels", ["rms_norm"]), (LONG_NAME, template_ops(but="scale"))]
+    every = template_ops(but="scale")  # checked after evolve removed l2_norm: rms_kernels keeps it
+    return [("my_kernels", []), ("rms_kernels", ["rms_norm", "l2_norm"]), (LONG_NAME, every)]
 
 
 def check_triton_build(dest: Path) -> None:

@@ -78,10 +78,10 @@ def prune_ops(keep: set[str]) -> None:
 
 
 def without_template_only(text: str) -> str:
-    """``text`` without its template-only blocks; where a block stood between two blank lines
-    (a paragraph, a job of a workflow), one blank line is left."""
+    """``text`` without its template-only blocks, one blank line left where a block stood between two
+    (a paragraph, a workflow's job); atomic, so that a block never grows to a later block's end."""
     return re.sub(
-        rf"(?<=\n\n)(?:{TEMPLATE_ONLY.pattern})\n|{TEMPLATE_ONLY.pattern}", "", text, flags=re.S | re.M
+        rf"(?<=\n\n)(?>(?:{TEMPLATE_ONLY.pattern}))\n|{TEMPLATE_ONLY.pattern}", "", text, flags=re.S | re.M
     )
 
 
@@ -247,7 +247,7 @@ def migrate_ops_py(name: str, src: str, commit: str) -> None:
             merge_into(module, head + absolute_imports(section), head + absolute_imports(base[op]))
     legacy.unlink()
     if created:  # the old header's imports that an op does not use go
-        format_files([*created, registry], fix="F401,I001")
+        format_files([*created, registry], fix="F401,I001", python=Path(sys.executable))
 
 
 def apply(name: str, ops: list[str], commit: bool, template_src: str | None = None) -> int:
@@ -259,7 +259,7 @@ def apply(name: str, ops: list[str], commit: bool, template_src: str | None = No
     shutil.rmtree(ROOT / "tools" / "template_check")  # the template's own machinery
     for machinery in ("check_template.py", "new_library.py"):
         (ROOT / "tools" / machinery).unlink()
-    format_files(rename_tree(name))
+    format_files(rename_tree(name), python=Path(sys.executable))
     old = None if commit else came_from()
     if template_src and old:  # an update (copier passes its checkout of the template)
         migrate_moved_files(name, template_src, old)
@@ -280,7 +280,9 @@ def generate(name: str, dest: Path, ops: list[str], force: bool, vcs_ref: str | 
         # The committed template, never uncommitted or git-ignored files of this checkout (copier
         # would add those for "HEAD"), so that .copier-answers.yml names a commit updates can find.
         git = ["git", "-C", str(ROOT)]
-        vcs_ref = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+        vcs_ref = subprocess.run(
+            [*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
         if subprocess.run([*git, "status", "--porcelain"], capture_output=True, text=True).stdout.strip():
             print(f"note: uncommitted changes in {ROOT} are not used; generating from commit {vcs_ref[:12]}")
     kept = ",".join([ALWAYS, *(o for o in ops if o != ALWAYS)])

@@ -308,9 +308,8 @@ def main(argv: list[str]) -> int:
             print(f"note: the new files are not formatted ({error}); run `pre-commit run --all-files`")
     if (ROOT / ".git").exists():  # intent to add: pre-commit and `git diff` see the new files
         subprocess.run(["git", "add", "--intent-to-add", *created], cwd=ROOT, check=False)
-    pages = render_op_lists()
-    print(f"created {', '.join(created)}")
-    print(f"edited  {', '.join(edited + [p.relative_to(ROOT).as_posix() for p in pages])}")
+    edited += [p.relative_to(ROOT).as_posix() for p in render_op_lists()]
+    print(f"created {', '.join(created)}\nedited  {', '.join(edited)}")
     print(hint)
     return 0
 

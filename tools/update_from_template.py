@@ -51,17 +51,17 @@ def tool_python(root: Path) -> Path:
     return python
 
 
-def format_files(paths: list[Path], fix: str = "I") -> None:
-    """Format ``paths`` as the lint does, with the pinned tools: ruff's fixes of the rules ``fix``
-    (the imports' order), ruff format, and clang-format twice (its alignment of trailing comments
-    can settle only on a second pass, and the lint runs it once)."""
-    bin_dir = tool_python(ROOT).parent
+def format_files(paths: list[Path], fix: str = "I", python: Path | None = None) -> None:
+    """Format ``paths`` as the lint does (ruff's fixes of the rules ``fix``, ruff format, clang-format
+    twice: its trailing comments settle on a second pass) with the pinned tools, those beside
+    ``python`` if it has them (copier's task: it may run from the environment tool_python remakes)."""
+    bin_dir = python.parent if python and (python.parent / "ruff").exists() else tool_python(ROOT).parent
     ruff, clang = (str(bin_dir / n) if (bin_dir / n).exists() else n for n in ("ruff", "clang-format"))
-    python = [str(p) for p in paths if p.suffix in (".py", ".pyi")]
+    sources = [str(p) for p in paths if p.suffix in (".py", ".pyi")]
     cpp = [str(p) for p in paths if p.suffix in (".h", ".cc", ".cu", ".cuh", ".cpp", ".hpp")]
-    if python:
-        subprocess.run([ruff, "check", "-q", "--fix", "--select", fix, *python], cwd=ROOT, check=False)
-        subprocess.run([ruff, "format", "-q", *python], cwd=ROOT, check=True)
+    if sources:
+        subprocess.run([ruff, "check", "-q", "--fix", "--select", fix, *sources], cwd=ROOT, check=False)
+        subprocess.run([ruff, "format", "-q", *sources], cwd=ROOT, check=True)
     for _ in range(2 if cpp else 0):
         subprocess.run([clang, "-i", "--style=file", *cpp], cwd=ROOT, check=True)
 
@@ -100,8 +100,7 @@ def main(argv: list[str]) -> int:
     if result.returncode != 0:
         return result.returncode
     # copier leaves a conflict inline and exits 0: the update is not done until they are resolved.
-    left = sorted(conflicted() - before)
-    if left:
+    if left := sorted(conflicted() - before):
         where = f"conflicts (<<<<<<< blocks) in {', '.join(left)}"
         print(f"error: the update left {where}: resolve them, run the tests, commit", file=sys.stderr)
         return 1
