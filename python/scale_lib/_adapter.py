@@ -21,9 +21,10 @@ Arrays = tuple[Any, ...]  # a call's arrays in ABI order (None for an optional o
 Attrs = tuple[Any, ...]  # a call's scalar attributes in ABI order
 
 # The frameworks, in the order arrays are classified (set once by _dispatch), and
-# type(array) -> its framework's adapter, filled on first sight of each type.
-_FRAMEWORKS: list[Adapter] = []
-_BY_TYPE: dict[type, Adapter] = {}
+# type(array) -> its framework's adapter, filled on first sight of each type. importlib.reload
+# re-runs this module in the same namespace: keep what is there, which _dispatch holds too.
+_FRAMEWORKS: list[Adapter] = globals().get("_FRAMEWORKS", [])
+_BY_TYPE: dict[type, Adapter] = globals().get("_BY_TYPE", {})
 
 
 def use_frameworks(adapters: tuple[Adapter, ...]) -> None:
