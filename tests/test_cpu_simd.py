@@ -18,8 +18,8 @@ from cases import declared_cases
 
 SIMD_LEVELS = ["baseline", "avx2", "avx512"]
 DTYPES = ["float16", "bfloat16", "float32", "float64"]
-# Rows longer than a vector body and its tail, and rows short enough for a kernel to convert
-# a 16-bit row whole (softmax below 8192 elements) where longer ones go a chunk at a time.
+# Rows longer than a vector body and its tail, and rows short enough for a kernel that converts
+# a short 16-bit row whole and a longer one a chunk at a time to take its other path.
 SHAPES = [(3, 2 * 4099), (4, 1000)]
 
 
