@@ -33,7 +33,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from ._adapter import Adapter, Arrays, Attrs, adapter_of
+from ._adapter import Adapter, Arrays, Attrs
 from ._jax_autodiff import differentiable
 from ._jax_eager import call_directly
 from ._jax_xla import COMPILED_KEPT, check_partitionable, partitioned, target
@@ -147,11 +147,8 @@ class JaxAdapter(Adapter):
 
     def run(self, op: Op, inputs: Arrays, attrs: Attrs, out: Any, out_adapter: Adapter | None = None) -> Any:
         # JAX arrays are immutable: every call goes through XLA (call), and out= is refused.
-        if out is not None:
-            op.check_out_allowed()
-            other = adapter_of(out, "out")
-            if other is not self:  # the other framework's own refusal first (torch's requires_grad)
-                other.check_out(out, "out")
+        if out is not None:  # another framework's own refusal first (torch's requires_grad)
+            self.checked_out(op, inputs[0], out)
         inputs, out = self.native(op, inputs, out)
         return self.call(op, inputs, op.convert_attrs(attrs), out)
 
