@@ -4,6 +4,7 @@ and the README look for it, so that adding or removing an op is a change to its 
 from __future__ import annotations
 
 import importlib
+import inspect
 import re
 from pathlib import Path
 
@@ -40,11 +41,27 @@ def test_every_public_op_has_a_docs_page(name: str) -> None:
     )
 
 
-def test_readme_table_lists_exactly_the_public_ops() -> None:
+def test_readme_table_shows_each_public_op_as_its_function_is() -> None:
+    """The op table (rendered from the ops' sources, tools/render_docs.py) against the live
+    functions: each public op once, with its signature and its docstring's first sentence."""
     readme = (ROOT / "README.md").read_text()
     section = readme.split("## The ops", 1)[1].split("\n## ", 1)[0]
-    listed = re.findall(r"^\| `(\w+)\(", section, re.M)
+    rows = re.findall(r"^\| `(\w+)(\(.*?\))` \| (.*?) \| (.*) \|$", section, re.M)
+    listed = [name for name, *_ in rows]
     assert sorted(listed) == sorted(PUBLIC), (
         f"README's op table lists {listed}; scale_lib.ops.OPS declares {PUBLIC}"
     )
     assert len(set(listed)) == len(listed), f"README's op table lists an op twice: {listed}"
+    for name, shown, computes, pattern in rows:
+        fn = getattr(scale_lib, name)
+        signature = inspect.signature(fn)
+        bare = signature.replace(
+            parameters=[p.replace(annotation=p.empty) for p in signature.parameters.values()],
+            return_annotation=signature.empty,
+        )
+        assert shown == str(bare), f"README: {name}{shown}; the function: {name}{bare}"
+        first = " ".join((fn.__doc__ or "").split()).replace("``", "`")
+        assert first.startswith(computes.replace("\\|", "|")), (
+            f"README: {name} computes {computes!r}; its docstring: {first[:120]!r}"
+        )
+        assert pattern and pattern != "?", f"README: {name} shows no pattern (its module's docstring)"

@@ -370,10 +370,8 @@ def test_shared_files_hold_no_op_blocks_and_op_files_name_declared_ops() -> None
 
 
 @pytest.mark.skipif(not (ROOT / "tools" / "remove_op.py").is_file(), reason="no tools/remove_op.py here")
-def test_removing_an_op_removes_its_rows_owned_files_and_answer() -> None:
+def test_removing_an_op_removes_its_owned_files_and_answer() -> None:
     remove = _remover()
-    table = "| op | x |\n| --- | --- |\n| `foo(x)` | 1 |\n| `foo` backward | 2 |\n| `foobar` | 3 |\n"
-    assert remove["without_table_rows"](table, "foo") == "| op | x |\n| --- | --- |\n| `foobar` | 3 |\n"
     assert remove["file_owners"]("# SPDX\n# op-file: foo, bar\n") == {"foo", "bar"}
     assert (
         remove["without_answer"]("_commit: x\nops: scale,foo,bar\n", "foo") == "_commit: x\nops: scale,bar\n"

@@ -1,7 +1,5 @@
-"""tools/new_op.py's edits of the package's import statements hold whatever shape the formatter
-left them in: one line, or wrapped in parentheses over several once the list of ops outgrew the
-line (a library with many ops, or a long name, gets there after a few ``new_op.py`` calls); the
-registration lines of ops/__init__.py stay sorted, and remove_op.py finds each."""
+"""The edits the op tools make: the registration lines of ops/__init__.py stay sorted and
+remove_op.py finds each; copy_op.py renames the op and nothing else."""
 
 from __future__ import annotations
 
@@ -18,18 +16,6 @@ NEW_OP = ROOT / "tools" / "new_op.py"
 
 pytestmark = pytest.mark.skipif(not NEW_OP.is_file(), reason="tools/new_op.py is not part of this checkout")
 
-INIT = """from ._lib import LIB
-{imports}
-
-__all__ = [
-    "alpha",
-    "beta",
-]
-"""
-
-ONE_LINE = "from .ops import alpha, beta"
-WRAPPED = "from .ops import (\n    alpha,\n    beta,\n)"
-
 
 def _new_op():
     spec = importlib.util.spec_from_file_location("new_op_under_test", NEW_OP)
@@ -41,28 +27,6 @@ def _new_op():
     finally:
         del sys.modules[spec.name]
     return module
-
-
-def _imported(text: str, module: str) -> list[str]:
-    (statement,) = [
-        node
-        for node in ast.parse(text).body
-        if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module == module
-    ]
-    return [alias.name for alias in statement.names]
-
-
-@pytest.mark.parametrize("imports", [ONE_LINE, WRAPPED], ids=["one_line", "wrapped"])
-def test_add_to_init_keeps_every_op(tmp_path: Path, imports: str) -> None:
-    init = tmp_path / "__init__.py"
-    init.write_text(INIT.format(imports=imports))
-    new_op = _new_op()
-    new_op.add_to_init(init, "gamma")
-    new_op.add_to_init(init, "delta")
-    text = init.read_text()
-    assert _imported(text, "ops") == ["alpha", "beta", "delta", "gamma"]
-    listed = ast.literal_eval(text.split("__all__ = ", 1)[1])
-    assert listed == ["alpha", "beta", "delta", "gamma"]
 
 
 REGISTRY = """from scale_lib._dispatch import registered_specs
@@ -90,17 +54,6 @@ def test_registration_lines_stay_sorted_and_removable(tmp_path: Path) -> None:
 
 def _tool(name: str) -> dict:
     return runpy.run_path(str(ROOT / "tools" / f"{name}.py"))
-
-
-def test_removing_an_op_keeps_the_import_within_the_line_length() -> None:
-    names = [f"op_number_{i}" for i in range(12)]
-    text = INIT.format(imports="from .ops import (\n" + "".join(f"    {n},\n" for n in names) + ")")
-    exports = _tool("remove_op")["exports"]
-    fewer = exports(text, drop="op_number_0")
-    assert _imported(fewer, "ops") == names[1:]
-    assert max(map(len, fewer.splitlines())) <= 110
-    few = INIT.format(imports="from .ops import (\n    alpha,\n    beta,\n)")
-    assert "from .ops import beta\n" in exports(few, drop="alpha")  # fits on one line again
 
 
 @pytest.mark.skipif(not (ROOT / "tools" / "copy_op.py").is_file(), reason="no tools/copy_op.py")

@@ -194,7 +194,7 @@ def apply_edits(dest: Path, lib: str, what: str) -> None:
 
 def finish_scaffolds(dest: Path) -> None:
     """The lint's scaffold-notes hook fails on what tools/new_op.py left for the author (each
-    `TODO(author)` note, the README rows marked scaffolded); the author's pass, here the notes
+    `TODO(author)` note, the README's op table among them); the author's pass, here the notes
     deleted (the pattern is the hook's own) and the placeholder math kept, clears it."""
     config = yaml.safe_load((dest / ".pre-commit-config.yaml").read_text())
     hooks = [h for r in config["repos"] for h in r["hooks"] if h["id"] == "scaffold-notes"]
@@ -206,7 +206,7 @@ def finish_scaffolds(dest: Path) -> None:
     for path in run("git", "grep", "--untracked", "-l", "-E", entry, cwd=dest).split():
         if not re.search(exclude, path):  # the hook's own exceptions (the scaffolds' templates)
             note = re.compile(f"(?:{entry}) ?", re.M)  # and the space after it
-            text = note.sub(lambda m: "|" if "|" in m[0] else "", (dest / path).read_text())
+            text = note.sub("", (dest / path).read_text())
             (dest / path).write_text(text)
     run("pre-commit", "run", "scaffold-notes", "--all-files", cwd=dest)
 

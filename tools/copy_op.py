@@ -4,7 +4,7 @@ The library's example ops are tested kernels of their kinds, and some are the on
 point for a pattern the scaffold does not write (a kernel compiled at run time by NVRTC,
 docs/nvrtc.md; a kernel of several phases). ``--like`` copies OP's own files (tools/remove_op.py's
 rule: the files named for it, its module in ops/, its NVRTC source), renaming the op in
-names and text (``op``, ``Op``, ``OP``), and adds the copy's export and README row (tools/new_op.py). The copy
+names and text (``op``, ``Op``, ``OP``), and registers the copy (tools/new_op.py). The copy
 builds and passes its tests as copied; then change its math, reference and docs page.
 
 What is not copied: the example's measured results, files that hold it together with others
@@ -147,12 +147,3 @@ def copy_example(old: str, new: str, library: str) -> list[str]:
         (ROOT / target).parent.mkdir(parents=True, exist_ok=True)
         (ROOT / target).write_text(body)
     return list(copies)
-
-
-def readme_row(old: str, new: str, library: str, readme: Path) -> str | None:
-    """The README op table's row of ``old``, renamed for its copy ``new``."""
-    row = re.search(rf"^\| `{re.escape(old)}[`(].*\n", readme.read_text(), re.MULTILINE)
-    if row is None:
-        return None
-    rename = renamer(old, new, library, [row.group(0)])
-    return rename(row.group(0)).rstrip(" |\n") + f" (copied from `{old}`) |\n"

@@ -26,7 +26,7 @@ from typing import NamedTuple
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 from op_names import PLACEHOLDER, identifier, library_name, names_beside_arguments, op_name  # noqa: E402
-from remove_op import exports, render_op_lists, with_triton_build  # noqa: E402
+from remove_op import render_op_lists, with_triton_build  # noqa: E402
 from update_from_template import format_files, tool_python  # noqa: E402 (the tools' folder first)
 
 ATTR_TYPES = {"float": "double", "int": "int64_t", "bool": "bool"}
@@ -160,7 +160,9 @@ def created_files(s: Spec) -> dict[str, str]:
         f"python/{s.lib}/ops/{s.op}.py": "op.py.j2",
         **({} if s.cuda_only else {f"kernels/{s.op}/{s.op}_cpu.cc": "op_cpu.cc.j2"}),
     }
-    return {path: env.get_template(t).render(s=s, REVERSE=REVERSE) for path, t in templates.items()}
+    return {
+        path: env.get_template(t).render(s=s, REVERSE=REVERSE, KINDS=KINDS) for path, t in templates.items()
+    }
 
 
 def register_op(ops_init: Path, op: str) -> None:
@@ -172,19 +174,6 @@ def register_op(ops_init: Path, op: str) -> None:
     after = [m for m in lines if m.group(1) < op]
     at = after[-1].end() if after else lines[0].start()
     ops_init.write_text(text[:at] + f"from .{op} import {op} as {op}\n" + text[at:])
-
-
-def add_to_init(init: Path, op: str) -> None:
-    init.write_text(exports(init.read_text(), add=op))
-
-
-def append_readme_row(readme: Path, row: str) -> bool:
-    """``row`` at the end of the README's op table (the order of the ops' registration); False if none."""
-    head, sep, rest = readme.read_text().partition("## The ops")
-    table_rows = list(re.finditer(r"^\| `\w+\(.*\n", rest, re.MULTILINE))
-    if sep and table_rows:
-        readme.write_text(head + sep + rest[: table_rows[-1].end()] + row + rest[table_rows[-1].end() :])
-    return bool(sep and table_rows)
 
 
 def parse(argv: list[str]) -> tuple[Spec, bool]:
@@ -258,42 +247,33 @@ def write(s: Spec) -> tuple[list[str], list[str], str]:
     for path, text in created.items():
         (ROOT / path).parent.mkdir(parents=True, exist_ok=True)
         (ROOT / path).write_text(text)
-    attrs = [a.name if a in s.math_attrs else f"{a.name}=False" for a in s.attrs]  # as declared
-    where = (" (CUDA only)" if s.cuda_only else "") + (", in Triton" if s.lang == "triton" else "")
-    signature = ", ".join([*s.inputs, *attrs, "*", "out=None"])
-    row = f"| `{s.op}({signature})` | `{s.formula}` | {KINDS[s.kind]}{where} (scaffolded) |\n"
-    append_readme_row(ROOT / "README.md", row)
     math = f"kernels/{s.op}/{s.op}.h"
     math += f" and kernels/{s.op}/{s.op}.py (the CUDA kernel's)" if s.lang == "triton" else ""
     hint = (
         f"next: write the math in {math}\n      and the reference in tests/test_{s.op}.py, then\n"
         f"      python3 tools/dev.py loop -- tests/test_{s.op}.py (docs/adding_an_op.md)"
     )
-    return list(created), ["README.md"], hint
+    return list(created), [], hint
 
 
 def copy_like(s: Spec) -> tuple[list[str], list[str], str]:
     """``--like OP``: the example OP copied under the new name (tools/copy_op.py)."""
-    from copy_op import copy_example, readme_row
+    from copy_op import copy_example
 
     created = copy_example(s.like, s.op, s.lib)
-    row = readme_row(s.like, s.op, s.lib, ROOT / "README.md")
-    edited = ["README.md"] if row is not None and append_readme_row(ROOT / "README.md", row) else []
     hint = (
         f"next: change {s.op}'s math in every kernel file above, its reference in tests/test_{s.op}.py\n"
         f"      and its page docs/kernels/{s.op}.md; python3 tools/dev.py loop -- tests/test_{s.op}.py"
     )
-    return created, edited, hint
+    return created, [], hint
 
 
 def main(argv: list[str]) -> int:
     s, run_formatters = parse(argv)
     created, edited, hint = copy_like(s) if s.like else write(s)
-    package = ROOT / "python" / s.lib / "__init__.py"
-    registry = package.parent / "ops" / "__init__.py"
+    registry = ROOT / "python" / s.lib / "ops" / "__init__.py"
     register_op(registry, s.op)
-    add_to_init(package, s.op)
-    edited += [f"python/{s.lib}/ops/__init__.py", f"python/{s.lib}/__init__.py"]
+    edited.append(f"python/{s.lib}/ops/__init__.py")
     # pyproject.toml's Triton build requirement, commented out while the library had no Triton kernel.
     pyproject = ROOT / "pyproject.toml"
     if any(p.startswith("kernels/") and p.endswith(".py") for p in created):
@@ -303,7 +283,7 @@ def main(argv: list[str]) -> int:
             edited.append("pyproject.toml")
     if run_formatters:
         try:
-            format_files([*(ROOT / p for p in created), registry, package])
+            format_files([*(ROOT / p for p in created), registry])
         except (OSError, subprocess.CalledProcessError) as error:  # no network for the tools, say
             print(f"note: the new files are not formatted ({error}); run `pre-commit run --all-files`")
     if (ROOT / ".git").exists():  # intent to add: pre-commit and `git diff` see the new files

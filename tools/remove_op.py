@@ -2,8 +2,8 @@
 """Remove an op everywhere it lives: python3 tools/remove_op.py NAME [--dry-run]
 
 Deletes the op's own files (named for it, or saying ``op-file: NAME`` in their first lines), its
-registration line, its export, its README rows and its answer; renders the ops spans again
-(tools/render_docs.py). docs/template.md is the manual.
+registration line and its answer; renders the spans that list the ops again (the README's op
+table among them; tools/render_docs.py). docs/template.md is the manual.
 """
 
 from __future__ import annotations
@@ -81,32 +81,6 @@ def file_owners(text: str) -> set[str]:
     return {op for m in FILE_MARK.finditer(head) for op in m.group(1).split(", ")}
 
 
-def without_table_rows(text: str, name: str) -> str:
-    """Markdown ``text`` without the table rows about ``name`` (first cell: `NAME` or `NAME(...)`)."""
-    return re.sub(rf"^\|[ \t]*`{re.escape(name)}[`(][^\n]*\n", "", text, flags=re.MULTILINE)
-
-
-def exports(text: str, add: str | None = None, drop: str | None = None) -> str:
-    """The package's __init__.py with op ``add`` exported, or ``drop`` no longer: its
-    ``from .ops import`` statement (one line or wrapped) and ``__all__`` (ruff's order, RUF022)."""
-    statement = re.search(r"^(from \.ops import )(\([^)]*\)|[^\n]*)\n", text, re.MULTILINE)
-    listing = re.search(r"__all__ = \[(.*?)\]", text, re.DOTALL)
-    if statement is None or listing is None:  # an __init__.py of the library's own making: left as it is
-        return text
-
-    def change(names: list[str]) -> list[str]:  # ruff's order for an added name (RUF022, isort)
-        kept = [n for n in names if n != drop]
-        return sorted({*kept, add}, key=lambda n: (not n.isupper(), not n[:1].isupper(), n)) if add else kept
-
-    names = change([n.strip() for n in statement.group(2).strip("()").split(",") if n.strip()])
-    body = "".join(f'    "{n}",\n' for n in change(re.findall(r'"([^"]+)"', listing.group(1))))
-    text = text.replace(listing.group(0), f"__all__ = [\n{body}]")
-    line = f"{statement.group(1)}{', '.join(names)}\n"  # as ruff formats it (line-length 110)
-    if len(line) > 111:
-        line = statement.group(1) + "(\n" + "".join(f"    {n},\n" for n in names) + ")\n"
-    return text.replace(statement.group(0), line if names else "")
-
-
 def without_answer(text: str, name: str) -> str:
     """.copier-answers.yml without ``name`` among the template ops the library keeps."""
 
@@ -139,14 +113,10 @@ def plan(name: str) -> tuple[list[Path], dict[Path, str]]:
         new = text
         if path == REGISTRY:
             new = REGISTRATION.sub(lambda m: "" if m.group(1) == name else m.group(0), text)
-        elif path == PACKAGE / "__init__.py":
-            new = exports(text, drop=name)
         elif path == ANSWERS:
             new = without_answer(text, name)
         elif path == ROOT / "pyproject.toml":
             new = with_triton_build(text, needed=any(p not in files for p in triton_kernels()))
-        if path.suffix == ".md":
-            new = without_table_rows(new, name)
         if new != text and path not in files:
             edits[path] = new
     return files, edits

@@ -23,6 +23,11 @@ The kinds of span (KINDS below; a fork adds its own the same way):
     ops FACT [FACT ...]          the public ops, by name (`my_op`, `scale`), whose declaration (the OpSpec
                                  in python/<package>/ops/<op>.py, read as source) has every FACT;
                                  `!FACT` negates one; "none" when no op has them. FACTS below
+    op-table                     a table of the public ops, in registration order: each op's
+                                 signature, the first sentence of its docstring (what it computes)
+                                 and the first paragraph of its module's (the pattern it shows).
+                                 A block: the span starts a line and the table has blank lines
+                                 around it
 
 FORMAT: `n` (65,536), `pow2` (2^15), `bytes` (256 KiB, 2.7 MiB), `str`, `sm` (a list of GPU
 architectures: sm_75, sm_80), or a Python format spec (`.1f`). The support table's platform rows
@@ -294,16 +299,22 @@ class _Resolve(ast.NodeTransformer):
         return self.names.get(node.id, node)
 
 
+@functools.cache  # one run reads the ops' modules once
+def op_modules() -> dict[str, ast.Module]:
+    """module name -> its parsed source, for every op module the registry registers, in the
+    order of its lines (tools/remove_op.py reads the registry)."""
+    remove_op = runpy.run_path(str(ROOT / "tools" / "remove_op.py"))
+    package = remove_op["REGISTRY"].parent
+    return {m: ast.parse((package / f"{m}.py").read_text()) for m in remove_op["declared_ops"]()}
+
+
 @functools.cache  # one run reads the declarations once
 def declared_ops() -> dict[str, dict[str, ast.expr]]:
     """name -> the keywords of its OpSpec call, for every public op of a module the registry
-    registers (tools/remove_op.py reads the registry). A module-level name (`_WEIGHT`) is replaced
-    by its value. An OpSpec this cannot read as written is a ValueError saying which."""
-    remove_op = runpy.run_path(str(ROOT / "tools" / "remove_op.py"))
-    package = remove_op["REGISTRY"].parent
+    registers. A module-level name (`_WEIGHT`) is replaced by its value. An OpSpec this cannot
+    read as written is a ValueError saying which."""
     ops: dict[str, dict[str, ast.expr]] = {}
-    for module in remove_op["declared_ops"]():
-        tree = ast.parse((package / f"{module}.py").read_text())
+    for module, tree in op_modules().items():
         resolve = _Resolve(
             {
                 t.id: node.value
@@ -320,11 +331,11 @@ def declared_ops() -> dict[str, dict[str, ast.expr]]:
             and (getattr(call.func, "id", None) or getattr(call.func, "attr", None)) == "OpSpec"
         ]
         if not calls:
-            raise ValueError(f"{package.name}/{module}.py: no OpSpec(...) call to read")
+            raise ValueError(f"ops/{module}.py: no OpSpec(...) call to read")
         for call in calls:
             keywords = {k.arg: resolve.visit(k.value) for k in call.keywords if k.arg}
             name = keywords.pop("name", None) or (resolve.visit(call.args[0]) if call.args else None)
-            where = f"{package.name}/{module}.py:{call.lineno}"
+            where = f"ops/{module}.py:{call.lineno}"
             if not isinstance(_literal(name), str):
                 raise ValueError(f"{where}: the OpSpec's name is not a string literal this script can read")
             if _literal(keywords.get("public")) is not False:
@@ -345,8 +356,36 @@ def render_ops(args: str) -> str:
     return ", ".join(f"`{n}`" for n in names) or "none"
 
 
+def _markdown(docstring: str) -> str:
+    """A docstring's paragraph as one line of a Markdown table's cell (``code`` -> `code`)."""
+    return " ".join(docstring.split()).replace("``", "`").replace("|", "\\|")
+
+
+def render_op_table(args: str) -> str:
+    rows = []
+    for tree in op_modules().values():
+        functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+        for name in (n for n in declared_ops() if n in functions):  # a module's public ops
+            fn = functions[name]
+            params = fn.args.posonlyargs + fn.args.args
+            shown = [p.arg for p in params[: len(params) - len(fn.args.defaults)]]
+            shown += [
+                f"{p.arg}={ast.unparse(d)}"
+                for p, d in zip(params[len(shown) :], fn.args.defaults, strict=True)
+            ]
+            if fn.args.kwonlyargs:
+                shown.append("*")
+            for p, d in zip(fn.args.kwonlyargs, fn.args.kw_defaults, strict=True):
+                shown.append(p.arg if d is None else f"{p.arg}={ast.unparse(d)}")
+            computes = re.split(r"(?<=\.)\s", _markdown(ast.get_docstring(fn) or "?"), maxsplit=1)[0]
+            pattern = _markdown((ast.get_docstring(tree) or "?").split("\n\n")[0]).rstrip(".")
+            rows.append(f"| `{name}({', '.join(shown)})` | {computes} | {pattern} |\n")
+    return "\n\n| op | computes | the pattern it shows |\n| --- | --- | --- |\n" + "".join(rows) + "\n"
+
+
 KINDS: dict[str, Callable[[str], str]] = {
     "ops": render_ops,
+    "op-table": render_op_table,
     "const": render_const,
     "json": render_json,
     "floor": render_floor,
@@ -373,7 +412,7 @@ def stale(text: str) -> list[tuple[int, str, str, str]]:
             value = f"<error: {error}>"
         if line_before.count("`") % 2:  # Markdown shows a comment inside `code` as it is
             value = "<error: the span is inside a `code` span; put it outside the backticks>"
-        elif not line_before.strip(" "):  # a line that starts with a comment is raw HTML
+        elif not line_before.strip(" ") and not value.startswith("\n\n"):  # raw HTML, unless a block
             value = "<error: the span starts a line, which Markdown then reads as raw HTML>"
         if value != m.group("body"):
             out.append((text.count("\n", 0, m.start()) + 1, m.group("spec"), m.group("body"), value))
@@ -393,15 +432,16 @@ def rendered(text: str, kinds: set[str] | None = None) -> str:
 
 
 def render_ops_spans() -> list[Path]:
-    """Render the ``ops`` spans of every page again: tools/new_op.py and tools/remove_op.py call
-    this after changing the declared ops (the other spans need the library's build or results).
+    """Render the ``ops`` and ``op-table`` spans of every page again: tools/new_op.py and
+    tools/remove_op.py call this after changing the declared ops (the other spans need the
+    library's build or results).
     Returns the pages it changed; where a declaration cannot be read, says so and changes none
     (the change to the ops is made; `python3 tools/render_docs.py` renders them once it reads)."""
     changed = []
     try:
         for page in pages():
             text = page.read_text()
-            if "<!-- render: ops " in text and (new := rendered(text, {"ops"})) != text:
+            if "<!-- render: op" in text and (new := rendered(text, {"ops", "op-table"})) != text:
                 changed.append((page, new))
     except (OSError, ValueError, SyntaxError) as error:
         print(f"note: the pages' lists of ops were not rendered: {error}", file=sys.stderr)

@@ -1,5 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-"""axpby: its declaration, registered once, and its typed public function."""
+"""A kernel shipped as an embedded CUBIN.
+
+axpby's declaration, registered once, and its typed public function."""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
-"""cumsum: its declaration, registered once, and its typed public function."""
+"""A scan along the last dimension: shared launchers that take the operator, a scheme per
+shape, the same bits on every run.
+
+cumsum's declaration, registered once, and its typed public function."""
 
 from __future__ import annotations
 

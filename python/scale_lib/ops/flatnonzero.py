@@ -1,5 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-"""flatnonzero: its declaration, registered once, and its typed public function."""
+"""An output whose size depends on the data, allocated in C++.
+
+flatnonzero's declaration, registered once, and its typed public function."""
 
 from __future__ import annotations
 

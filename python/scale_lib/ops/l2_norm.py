@@ -1,5 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-"""l2_norm: its declaration, registered once, and its typed public function."""
+"""Scratch memory from the caller's framework, never a hidden ``cudaMalloc``.
+
+l2_norm's declaration, registered once, and its typed public function."""
 
 from __future__ import annotations
 

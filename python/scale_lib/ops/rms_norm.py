@@ -1,5 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-"""rms_norm: its declaration, registered once, and its typed public function."""
+"""A reduction kernel, an optional tensor, strided rows.
+
+rms_norm's declaration, registered once, and its typed public function."""
 
 from __future__ import annotations
 

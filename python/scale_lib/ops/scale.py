@@ -1,5 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-"""scale: its declaration, registered once, and its typed public function."""
+"""An elementwise kernel at the memory roofline.
+
+scale's declaration, registered once, and its typed public function."""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-"""silu_and_mul: its declaration, registered once, and its typed public function."""
+"""A kernel written in Triton, compiled ahead of time (no Triton at run time).
+
+silu_and_mul's declaration, registered once, and its typed public function."""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
-"""softmax: its declaration, registered once, and its typed public function."""
+"""A CUDA kernel compiled at run time by NVRTC, specialised on the row length, dtype and GPU,
+with an ahead-of-time fallback (docs/nvrtc.md).
+
+softmax's declaration, registered once, and its typed public function."""
 
 from __future__ import annotations
 
