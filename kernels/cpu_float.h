@@ -238,7 +238,40 @@ inline SimdLevel CpuSimd() {
 #define SCALE_LIB_TARGET_AVX2 __attribute__((target("avx2,f16c")))
 #define SCALE_LIB_TARGET_AVX512 \
   __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,f16c,prefer-vector-width=512")))
+
+template <typename Body>
+SCALE_LIB_TARGET_AVX2 void RunAVX2(const Body& body) {
+  body();
+}
+
+template <typename Body>
+SCALE_LIB_TARGET_AVX512 void RunAVX512(const Body& body) {
+  body();
+}
 #endif
+
+// What a lambda given to RunWidest is marked with, and every function it calls for its loops:
+// inlined into each clone below, so compiled for that clone's instruction set.
+#define SCALE_LIB_INLINE __attribute__((always_inline))
+
+// Runs body() compiled for the widest level this CPU has (CpuSimd()): one copy of body per level,
+// each its own function, on x86-64; the baseline elsewhere. body is a lambda marked
+// SCALE_LIB_INLINE whose loops are in functions marked [[gnu::always_inline]]:
+//   host::RunWidest([&]() SCALE_LIB_INLINE { MyRows(x, out, cols, begin, end); });
+template <typename Body>
+void RunWidest(const Body& body) {
+#if defined(SCALE_LIB_X86)
+  switch (CpuSimd()) {
+    case SimdLevel::kAVX512:
+      return RunAVX512(body);
+    case SimdLevel::kAVX2:
+      return RunAVX2(body);
+    case SimdLevel::kBaseline:
+      break;
+  }
+#endif
+  body();
+}
 
 template <typename T>
 void LoadN(const T* src, typename FloatMath<T>::Compute* dst, int64_t n) {

@@ -60,39 +60,6 @@ template <typename T, typename Fn, size_t... I, typename... In>
   }
 }
 
-#if defined(SCALE_LIB_X86)
-// The same loops compiled for AVX2 (and F16C) and for AVX-512, where the CPU has them: the
-// library is built for the baseline x86-64, whose 4-wide float math was half of a 16-bit
-// kernel's time. fn is inlined here, so its math is vectorised 8 or 16 wide; no multiply and add
-// is fused (-ffp-contract=off), so the results are the same.
-template <typename T, typename Fn, size_t... I, typename... In>
-SCALE_LIB_TARGET_AVX2 void LoopAVX2(const Fn& fn, int64_t n, T* out,
-                                    std::index_sequence<I...> inputs, const In*... ins) {
-  AnyLoop<T>(fn, n, out, inputs, ins...);
-}
-
-template <typename T, typename Fn, size_t... I, typename... In>
-SCALE_LIB_TARGET_AVX512 void LoopAVX512(const Fn& fn, int64_t n, T* out,
-                                        std::index_sequence<I...> inputs, const In*... ins) {
-  AnyLoop<T>(fn, n, out, inputs, ins...);
-}
-#endif
-
-template <typename T, typename Fn, size_t... I, typename... In>
-void Loop(const Fn& fn, int64_t n, T* out, std::index_sequence<I...> inputs, const In*... ins) {
-#if defined(SCALE_LIB_X86)
-  switch (CpuSimd()) {
-    case SimdLevel::kAVX512:
-      return LoopAVX512<T>(fn, n, out, inputs, ins...);
-    case SimdLevel::kAVX2:
-      return LoopAVX2<T>(fn, n, out, inputs, ins...);
-    case SimdLevel::kBaseline:
-      break;
-  }
-#endif
-  AnyLoop<T>(fn, n, out, inputs, ins...);
-}
-
 }  // namespace elementwise
 
 // [run_elementwise.begin]
@@ -102,8 +69,11 @@ void RunElementwise(const Fn& fn, int64_t n, T* out, const In*... ins) {
                 "RunElementwise: every input has the output's storage type");
   // Ranges of whole 64-element blocks, so each thread's vector loop starts aligned.
   ParallelFor(n, kMinItemsPerThread, 64, [&](int64_t begin, int64_t end) {
-    elementwise::Loop<T>(fn, end - begin, out + begin, std::index_sequence_for<In...>{},
-                         (ins + begin)...);
+    // fn is inlined into each level's loop (RunWidest), so its math is vectorised 8 or 16 wide.
+    RunWidest([&]() SCALE_LIB_INLINE {
+      elementwise::AnyLoop<T>(fn, end - begin, out + begin, std::index_sequence_for<In...>{},
+                              (ins + begin)...);
+    });
   });
 }
 // [run_elementwise.end]

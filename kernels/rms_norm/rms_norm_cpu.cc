@@ -36,9 +36,9 @@ Acc<T> RowRstd(const Acc<T>* row, int64_t hidden, Acc<T> eps) {
 }
 
 template <typename T>
-[[gnu::always_inline]] inline void RmsNormRowsOn(T* out, const T* x, const T* weight,
-                                                 RowLayout x_rows, int64_t out_stride, double eps,
-                                                 int64_t first_row, int64_t end_row) {
+[[gnu::always_inline]] inline void RmsNormRows(T* out, const T* x, const T* weight,
+                                               RowLayout x_rows, int64_t out_stride, double eps,
+                                               int64_t first_row, int64_t end_row) {
   const int64_t h = x_rows.hidden;
   std::vector<Acc<T>> row_scratch(static_cast<size_t>(h)), y(static_cast<size_t>(h));
   std::vector<Acc<T>> w(weight != nullptr ? static_cast<size_t>(h) : 0);
@@ -55,39 +55,6 @@ template <typename T>
   }
 }
 
-#if defined(SCALE_LIB_X86)
-// The rows compiled for AVX2 and for AVX-512 (kernels/cpu_float.h): the same bits, wider vectors.
-template <typename T>
-SCALE_LIB_TARGET_AVX2 void RmsNormRowsAVX2(T* out, const T* x, const T* weight, RowLayout x_rows,
-                                           int64_t out_stride, double eps, int64_t first_row,
-                                           int64_t end_row) {
-  RmsNormRowsOn(out, x, weight, x_rows, out_stride, eps, first_row, end_row);
-}
-
-template <typename T>
-SCALE_LIB_TARGET_AVX512 void RmsNormRowsAVX512(T* out, const T* x, const T* weight,
-                                               RowLayout x_rows, int64_t out_stride, double eps,
-                                               int64_t first_row, int64_t end_row) {
-  RmsNormRowsOn(out, x, weight, x_rows, out_stride, eps, first_row, end_row);
-}
-#endif
-
-template <typename T>
-void RmsNormRows(T* out, const T* x, const T* weight, RowLayout x_rows, int64_t out_stride,
-                 double eps, int64_t first_row, int64_t end_row) {
-#if defined(SCALE_LIB_X86)
-  switch (host::CpuSimd()) {
-    case host::SimdLevel::kAVX512:
-      return RmsNormRowsAVX512(out, x, weight, x_rows, out_stride, eps, first_row, end_row);
-    case host::SimdLevel::kAVX2:
-      return RmsNormRowsAVX2(out, x, weight, x_rows, out_stride, eps, first_row, end_row);
-    case host::SimdLevel::kBaseline:
-      break;
-  }
-#endif
-  RmsNormRowsOn(out, x, weight, x_rows, out_stride, eps, first_row, end_row);
-}
-
 }  // namespace
 
 void RmsNormCPU(ffi::TensorView out, ffi::TensorView x, ffi::Optional<ffi::TensorView> weight,
@@ -101,7 +68,9 @@ void RmsNormCPU(ffi::TensorView out, ffi::TensorView x, ffi::Optional<ffi::Tenso
     const T* w = weight.has_value() ? DataPtr<const T>(weight.value()) : nullptr;
     // Whole rows per thread, host::kMinItemsPerThread elements each at least.
     host::ParallelForRows(x_rows.rows, x_rows.hidden, [&](int64_t begin, int64_t end) {
-      RmsNormRows<T>(DataPtr<T>(out), DataPtr<const T>(x), w, x_rows, out_stride, eps, begin, end);
+      host::RunWidest([&]() SCALE_LIB_INLINE {
+        RmsNormRows(DataPtr<T>(out), DataPtr<const T>(x), w, x_rows, out_stride, eps, begin, end);
+      });
     });
   });
 }

@@ -61,62 +61,6 @@ template <typename T>
   }
 }
 
-#if defined(SCALE_LIB_X86)
-template <typename T>
-SCALE_LIB_TARGET_AVX2 void ForwardRowsAVX2(const T* x, T* out, int64_t d, int64_t begin,
-                                           int64_t end) {
-  ForwardRows(x, out, d, begin, end);
-}
-
-template <typename T>
-SCALE_LIB_TARGET_AVX512 void ForwardRowsAVX512(const T* x, T* out, int64_t d, int64_t begin,
-                                               int64_t end) {
-  ForwardRows(x, out, d, begin, end);
-}
-
-template <typename T>
-SCALE_LIB_TARGET_AVX2 void BackwardRowsAVX2(const T* x, const T* grad, T* grad_x, int64_t d,
-                                            int64_t begin, int64_t end) {
-  BackwardRows(x, grad, grad_x, d, begin, end);
-}
-
-template <typename T>
-SCALE_LIB_TARGET_AVX512 void BackwardRowsAVX512(const T* x, const T* grad, T* grad_x, int64_t d,
-                                                int64_t begin, int64_t end) {
-  BackwardRows(x, grad, grad_x, d, begin, end);
-}
-#endif
-
-template <typename T>
-void Forward(const T* x, T* out, int64_t d, int64_t begin, int64_t end) {
-#if defined(SCALE_LIB_X86)
-  switch (host::CpuSimd()) {
-    case host::SimdLevel::kAVX512:
-      return ForwardRowsAVX512(x, out, d, begin, end);
-    case host::SimdLevel::kAVX2:
-      return ForwardRowsAVX2(x, out, d, begin, end);
-    case host::SimdLevel::kBaseline:
-      break;
-  }
-#endif
-  ForwardRows(x, out, d, begin, end);
-}
-
-template <typename T>
-void Backward(const T* x, const T* grad, T* grad_x, int64_t d, int64_t begin, int64_t end) {
-#if defined(SCALE_LIB_X86)
-  switch (host::CpuSimd()) {
-    case host::SimdLevel::kAVX512:
-      return BackwardRowsAVX512(x, grad, grad_x, d, begin, end);
-    case host::SimdLevel::kAVX2:
-      return BackwardRowsAVX2(x, grad, grad_x, d, begin, end);
-    case host::SimdLevel::kBaseline:
-      break;
-  }
-#endif
-  BackwardRows(x, grad, grad_x, d, begin, end);
-}
-
 }  // namespace
 
 void SiluAndMulCPU(ffi::TensorView out, ffi::TensorView x) {
@@ -127,7 +71,7 @@ void SiluAndMulCPU(ffi::TensorView out, ffi::TensorView x) {
     const T* x_data = DataPtr<const T>(x);
     T* out_data = DataPtr<T>(out);
     host::ParallelForRows(g.rows, g.d, [&](int64_t begin, int64_t end) {
-      Forward(x_data, out_data, g.d, begin, end);
+      host::RunWidest([&]() SCALE_LIB_INLINE { ForwardRows(x_data, out_data, g.d, begin, end); });
     });
   });
 }
@@ -141,7 +85,9 @@ void SiluAndMulBackwardCPU(ffi::TensorView grad_x, ffi::TensorView x, ffi::Tenso
     const T* grad_data = DataPtr<const T>(grad);
     T* grad_x_data = DataPtr<T>(grad_x);
     host::ParallelForRows(g.rows, g.d, [&](int64_t begin, int64_t end) {
-      Backward(x_data, grad_data, grad_x_data, g.d, begin, end);
+      host::RunWidest([&]() SCALE_LIB_INLINE {
+        BackwardRows(x_data, grad_data, grad_x_data, g.d, begin, end);
+      });
     });
   });
 }

@@ -153,35 +153,6 @@ template <typename T>
   }
 }
 
-#if defined(SCALE_LIB_X86)
-template <typename T>
-SCALE_LIB_TARGET_AVX2 void SoftmaxRowsAVX2(const T* x, T* out, int64_t cols, int64_t begin,
-                                           int64_t end) {
-  SoftmaxRows(x, out, cols, begin, end);
-}
-
-template <typename T>
-SCALE_LIB_TARGET_AVX512 void SoftmaxRowsAVX512(const T* x, T* out, int64_t cols, int64_t begin,
-                                               int64_t end) {
-  SoftmaxRows(x, out, cols, begin, end);
-}
-#endif
-
-template <typename T>
-void Softmax(const T* x, T* out, int64_t cols, int64_t begin, int64_t end) {
-#if defined(SCALE_LIB_X86)
-  switch (host::CpuSimd()) {
-    case host::SimdLevel::kAVX512:
-      return SoftmaxRowsAVX512(x, out, cols, begin, end);
-    case host::SimdLevel::kAVX2:
-      return SoftmaxRowsAVX2(x, out, cols, begin, end);
-    case host::SimdLevel::kBaseline:
-      break;
-  }
-#endif
-  SoftmaxRows(x, out, cols, begin, end);
-}
-
 }  // namespace
 
 void SoftmaxCPU(ffi::TensorView out, ffi::TensorView x) {
@@ -196,7 +167,10 @@ void SoftmaxCPU(ffi::TensorView out, ffi::TensorView x) {
     T* outs = DataPtr<T>(out);
     // An exp per element: rows are shared from a quarter of the usual work on.
     host::ParallelForRows(
-        rows, cols, [&](int64_t begin, int64_t end) { Softmax(xs, outs, cols, begin, end); },
+        rows, cols,
+        [&](int64_t begin, int64_t end) {
+          host::RunWidest([&]() SCALE_LIB_INLINE { SoftmaxRows(xs, outs, cols, begin, end); });
+        },
         kExpCost);
   });
 }
