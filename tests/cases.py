@@ -27,7 +27,7 @@ def _same(shape: tuple[int, ...]) -> tuple[int, ...]:
 def built_devices(spec: Any) -> tuple[str, ...]:
     """Where this build of the library has kernels for ``spec``: its declared ``devices``, less
     CUDA for a Triton op in a build without the Triton kernels (it raises ValueError there), as
-    the library's own Op derives it."""
+    the library's own BoundOp derives it."""
     return _REGISTERED[spec.name].devices
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from cases import OpCase, case_of
 
-from scale_lib._op import Sharding
+from scale_lib._bound_op import Sharding
 from scale_lib._spec import OpSpec
 from scale_lib.ops import OPS
 

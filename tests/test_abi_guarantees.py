@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 
 import scale_lib
-from scale_lib._op import _Probe  # an array as a declared shape rule sees it
+from scale_lib._bound_op import _Probe  # an array as a declared shape rule sees it
 from scale_lib.ops import OPS
 
 LIB: Any = scale_lib.lib

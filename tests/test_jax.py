@@ -129,10 +129,10 @@ def test_cuda_only_op_is_refused_when_lowered_for_the_cpu() -> None:
     # there, as the library's ValueError, and lowering for CUDA is untouched. The scale export,
     # declared CUDA-only, stands in for a fork's CUDA-only op.
     from scale_lib import _jax
-    from scale_lib._op import Op
+    from scale_lib._bound_op import BoundOp
     from scale_lib._spec import Attr, OpSpec
 
-    op = Op(OpSpec("scale", attrs=(Attr("factor", float),), devices=("cuda",)))
+    op = BoundOp(OpSpec("scale", attrs=(Attr("factor", float),), devices=("cuda",)))
 
     def f(x):
         return _jax.ADAPTER.call(op, (x,), (2.0,), None)

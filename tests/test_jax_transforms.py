@@ -20,8 +20,8 @@ from cases import declared_cases, jax_device_for
 
 import scale_lib
 from scale_lib import _jax, _jax_eager
+from scale_lib._bound_op import BoundOp
 from scale_lib._dispatch import _REGISTERED
-from scale_lib._op import Op
 from scale_lib._spec import Attr, OpSpec
 from scale_lib.ops import OPS
 
@@ -36,7 +36,7 @@ SHAPE = (3, 4)
 STEP = 1e-6  # central differences in float64: error ~ STEP**2, rounding ~ 1e-16 / STEP
 
 
-def _op(case) -> Op:
+def _op(case) -> BoundOp:
     return _REGISTERED[case.name]
 
 
@@ -202,12 +202,12 @@ def test_reverse_mode_runs_the_declared_vjp(case, absent, monkeypatch: pytest.Mo
 _FACTOR = (Attr("factor", float),)
 
 
-def _fork_op(**derivatives: Any) -> Op:
+def _fork_op(**derivatives: Any) -> BoundOp:
     """The scale export declared again, with only the given derivatives."""
-    return Op(OpSpec("scale", attrs=_FACTOR, **derivatives))
+    return BoundOp(OpSpec("scale", attrs=_FACTOR, **derivatives))
 
 
-def _call(op: Op) -> Any:
+def _call(op: BoundOp) -> Any:
     return lambda x: _jax.ADAPTER.call(op, (x,), (2.0,), None)
 
 
@@ -263,7 +263,7 @@ def test_linear_ops_differentiate_forward_over_forward() -> None:
 # ---------------------------------------------------------------------------------------------
 # Eager calls (B): the CPU library called directly, nothing compiled per scalar value
 # ---------------------------------------------------------------------------------------------
-def _attr_values(op: Op, i: int) -> tuple[Any, ...]:
+def _attr_values(op: BoundOp, i: int) -> tuple[Any, ...]:
     """Distinct valid values of the op's scalar attributes, the ``i``-th set."""
     values = []
     for attr in op.spec.attrs:

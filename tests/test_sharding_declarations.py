@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from scale_lib._op import Op, sharding_of
+from scale_lib._bound_op import BoundOp, sharding_of
 from scale_lib._spec import Input, OpSpec, Output
 
 
@@ -47,10 +47,10 @@ LERP = OpSpec("scale", inputs=(Input("x"), Input("y")), sharding="elementwise", 
 
 
 def test_per_feature_inputs_come_from_shape_rules() -> None:
-    s = sharding_of(Op(LAYER_NORM))
+    s = sharding_of(BoundOp(LAYER_NORM))
     assert s.per_feature == (False, True, True, False)
     assert s.output_dims(3) == [0, 1, 2]
-    assert sharding_of(Op(GAMMA_GRAD)).output_dims(3) == [2]
+    assert sharding_of(BoundOp(GAMMA_GRAD)).output_dims(3) == [2]
 
 
 @pytest.mark.parametrize(
@@ -63,7 +63,7 @@ def test_per_feature_inputs_come_from_shape_rules() -> None:
 )
 def test_declarations_no_rule_can_place_are_refused(spec: OpSpec, match: str) -> None:
     with pytest.raises(ValueError, match=match):
-        sharding_of(Op(spec))
+        sharding_of(BoundOp(spec))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -77,7 +77,7 @@ def _torch_strategies(spec: OpSpec, *ndims: int, dtype: str = "float32") -> list
 
     meta = SimpleNamespace(dtype=getattr(torch, dtype))
     specs = [SimpleNamespace(ndim=n, tensor_meta=meta) for n in ndims]
-    rule = _torch_dtensor._StrategyRule(Op(spec))
+    rule = _torch_dtensor._StrategyRule(BoundOp(spec))
     return [(tuple(out), tuple(ins)) for out, ins in rule.strategies(*specs)]
 
 
@@ -121,7 +121,7 @@ def _jax_rule(spec: OpSpec, *shapes: tuple[int, ...], dtype: str = "float32") ->
     jax = pytest.importorskip("jax")
     from scale_lib import _jax_xla
 
-    return _jax_xla._rule(Op(spec), 0, [jax.ShapeDtypeStruct(s, dtype) for s in shapes])
+    return _jax_xla._rule(BoundOp(spec), 0, [jax.ShapeDtypeStruct(s, dtype) for s in shapes])
 
 
 def test_jax_rows_rule() -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from ._op import Op, exact_types
+from ._bound_op import BoundOp, exact_types
 from ._spec import Shape
 
 Arrays = tuple[Any, ...]  # a call's arrays in ABI order (None for an optional one not given)
@@ -52,7 +52,7 @@ def adapter_of(obj: Any, arg_name: str) -> Adapter:
     raise TypeError(f"{arg_name} must be an array ({supported}); got {name}")
 
 
-def check_other_inputs(op: Op, inputs: tuple[Any, ...]) -> None:
+def check_other_inputs(op: BoundOp, inputs: tuple[Any, ...]) -> None:
     """Every input is an array, or None where optional: a TypeError naming it otherwise."""
     for t in inputs:  # the common case first: arrays of types seen before
         if type(t) not in _BY_TYPE:
@@ -79,7 +79,7 @@ class Adapter:
         argument can be one of its arrays, and nothing here imports it)."""
         return None
 
-    def register(self, op: Op) -> None:
+    def register(self, op: BoundOp) -> None:
         """Make ``op`` known to the framework (custom ops, XLA targets); once per process."""
 
     def check_type(self, cls: type, arg_name: str) -> None:
@@ -87,7 +87,9 @@ class Adapter:
         not be given (one whose values are not what its memory holds). Checked once per type."""
 
     # [adapter_run.begin]
-    def run(self, op: Op, inputs: Arrays, attrs: Attrs, out: Any, out_adapter: Adapter | None = None) -> Any:
+    def run(
+        self, op: BoundOp, inputs: Arrays, attrs: Attrs, out: Any, out_adapter: Adapter | None = None
+    ) -> Any:
         """``op`` on ``inputs``, the first an array of this framework, the others arrays (or None
         where optional) of any; writes into ``out`` when given (``out_adapter``: its adapter,
         once checked), else returns a new array."""
@@ -114,7 +116,7 @@ class Adapter:
 
     # [adapter_run.end]
 
-    def checked_out(self, op: Op, x: Any, out: Any) -> Adapter:
+    def checked_out(self, op: BoundOp, x: Any, out: Any) -> Adapter:
         """``out``'s adapter, once the op may write ``out`` and, if it is another framework's
         array, once that framework has checked it (before any write). An array of this
         framework is this adapter's to guard: only AllocatingAdapter's frameworks track writes."""
@@ -134,7 +136,7 @@ class Adapter:
         that a tensor saved for backward and overwritten since is an error in backward, as after
         the framework's own in-place ops."""
 
-    def new_output(self, op: Op, inputs: tuple[Any, ...]) -> Any:
+    def new_output(self, op: BoundOp, inputs: tuple[Any, ...]) -> Any:
         like = inputs[op.like_index]
         if op.output_is_like_input:
             return self.empty(like)
@@ -145,13 +147,18 @@ class Adapter:
         unless given (``dtype`` by name, e.g. ``"float64"``)."""
         raise NotImplementedError(f"{self.name} arrays are allocated by the framework")
 
-    def workspace(self, op: Op, x: Any, out: Any) -> Any:
+    def workspace(self, op: BoundOp, x: Any, out: Any) -> Any:
         """Scratch memory for ``op`` when the framework publishes no allocator the library could
         take it from (CuPy on CUDA); None: the library allocates its own."""
         return None
 
     def run_special(
-        self, op: Op, inputs: tuple[Any, ...], attrs: tuple[Any, ...], out: Any, out_adapter: Adapter | None
+        self,
+        op: BoundOp,
+        inputs: tuple[Any, ...],
+        attrs: tuple[Any, ...],
+        out: Any,
+        out_adapter: Adapter | None,
     ) -> Any:
         """Ops whose output the library allocates, and ops with a workspace."""
         try:
@@ -195,7 +202,7 @@ class Adapter:
         accepts it, or refuses it with a TypeError of its own."""
         return a
 
-    def native(self, op: Op, inputs: tuple[Any, ...], out: Any) -> tuple[tuple[Any, ...], Any]:
+    def native(self, op: BoundOp, inputs: tuple[Any, ...], out: Any) -> tuple[tuple[Any, ...], Any]:
         """Arrays of other frameworks in the form this framework's own machinery takes (zero-copy)."""
         converted = list(inputs)
         for i, t in enumerate(inputs):
@@ -225,15 +232,17 @@ class AllocatingAdapter(Adapter):
     on every call (PyTorch, Paddle): the library allocates an output itself, in the same call.
     Calls that autograd (or tracing) must see go through :meth:`call`."""
 
-    def takes_call(self, op: Op, inputs: tuple[Any, ...]) -> bool:
+    def takes_call(self, op: BoundOp, inputs: tuple[Any, ...]) -> bool:
         """Whether the call must go through the framework's own machinery (autograd, tracing,
         compilation) rather than straight to the library; then :meth:`call` runs it."""
         raise NotImplementedError
 
-    def call(self, op: Op, inputs: tuple[Any, ...], attrs: tuple[Any, ...], out: Any) -> Any:
+    def call(self, op: BoundOp, inputs: tuple[Any, ...], attrs: tuple[Any, ...], out: Any) -> Any:
         raise NotImplementedError
 
-    def run(self, op: Op, inputs: Arrays, attrs: Attrs, out: Any, out_adapter: Adapter | None = None) -> Any:
+    def run(
+        self, op: BoundOp, inputs: Arrays, attrs: Attrs, out: Any, out_adapter: Adapter | None = None
+    ) -> Any:
         out_adapter = None
         if out is not None:
             out_adapter = self.checked_out(op, inputs[0], out)

@@ -16,7 +16,7 @@ from typing import Any
 import tvm_ffi
 
 from ._adapter import Adapter, Arrays, Attrs
-from ._op import Op
+from ._bound_op import BoundOp
 from ._spec import Shape
 
 
@@ -40,12 +40,14 @@ class CuPyAdapter(Adapter):
         with cupy.cuda.Device(device_id):
             return cupy.empty(shape, dtype=dtype)
 
-    def workspace(self, op: Op, x: Any, out: Any) -> Any:
+    def workspace(self, op: BoundOp, x: Any, out: Any) -> Any:
         assert op.workspace_bytes is not None, "only ops with a workspace get here"
         nbytes = op.workspace_bytes(math.prod(x.shape), max(math.prod(out.shape), 1))
         return self.empty(x, (nbytes,), "uint8")
 
-    def run(self, op: Op, inputs: Arrays, attrs: Attrs, out: Any, out_adapter: Adapter | None = None) -> Any:
+    def run(
+        self, op: BoundOp, inputs: Arrays, attrs: Attrs, out: Any, out_adapter: Adapter | None = None
+    ) -> Any:
         # The whole eager call on CuPy's current stream of the array's device (it is per device).
         cupy = sys.modules["cupy"]
         device_id = inputs[0].data.device_id

@@ -11,7 +11,7 @@ from typing import Any
 
 from . import _cupy, _jax, _numpy, _paddle, _torch
 from ._adapter import _BY_TYPE, Adapter, adapter_of, check_other_inputs, use_frameworks
-from ._op import Op
+from ._bound_op import BoundOp
 from ._spec import OpSpec
 
 # By name, not through the _torch module: code torch.compile traces reads them, and a module
@@ -23,14 +23,14 @@ from ._torch import tracing as _torch_tracing
 ADAPTERS: tuple[Adapter, ...] = (_numpy.ADAPTER, _torch.ADAPTER, _jax.ADAPTER, _paddle.ADAPTER, _cupy.ADAPTER)
 use_frameworks(ADAPTERS)
 
-_REGISTERED: dict[str, Op] = {}
+_REGISTERED: dict[str, BoundOp] = {}
 
 
 class Dispatcher:
     """``op`` as the public function calls it: ``dispatcher.call(inputs, attrs, out)``, with the
     inputs and the scalar attributes each a tuple in ABI order."""
 
-    def __init__(self, op: Op) -> None:
+    def __init__(self, op: BoundOp) -> None:
         self.op = op
 
     def __repr__(self) -> str:
@@ -55,7 +55,7 @@ class Dispatcher:
 def register(spec: OpSpec) -> Dispatcher:
     """Bind ``spec`` to the library and register it with every framework (PyTorch custom ops,
     JAX XLA targets). Call once per op, from its module in ``ops/``."""
-    op = Op(spec)
+    op = BoundOp(spec)
     dispatcher = Dispatcher(op)
     op.public_call = dispatcher.call
     for adapter in ADAPTERS:

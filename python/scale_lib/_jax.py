@@ -34,11 +34,11 @@ from collections.abc import Callable
 from typing import Any
 
 from ._adapter import Adapter, Arrays, Attrs
+from ._bound_op import BoundOp
 from ._jax_autodiff import differentiable
 from ._jax_eager import call_directly
 from ._jax_xla import COMPILED_KEPT, check_partitionable, partitioned, target
 from ._lib import WITH_CUDA, version_key
-from ._op import Op
 from ._spec import Input
 
 # [jax_versions.begin]
@@ -91,7 +91,7 @@ class JaxAdapter(Adapter):
     array_name = "jax.Array"
 
     def __init__(self) -> None:
-        self._ops: list[Op] = []
+        self._ops: list[BoundOp] = []
         self._registered = False
         self._lock = threading.Lock()
 
@@ -99,7 +99,7 @@ class JaxAdapter(Adapter):
         jax = sys.modules.get("jax")
         return None if jax is None else jax.Array
 
-    def register(self, op: Op) -> None:
+    def register(self, op: BoundOp) -> None:
         # The XLA targets are registered when JAX is first used (importing jax-tvm-ffi is slow).
         check_partitionable(op)  # _jax_xla: the rules of the declared sharding kinds
         self._ops.append(op)
@@ -145,7 +145,9 @@ class JaxAdapter(Adapter):
                 done.add(target(op))
             self._registered = True
 
-    def run(self, op: Op, inputs: Arrays, attrs: Attrs, out: Any, out_adapter: Adapter | None = None) -> Any:
+    def run(
+        self, op: BoundOp, inputs: Arrays, attrs: Attrs, out: Any, out_adapter: Adapter | None = None
+    ) -> Any:
         # JAX arrays are immutable: every call goes through XLA (call), and out= is refused.
         if out is not None:  # another framework's own refusal first (torch's requires_grad)
             self.checked_out(op, inputs[0], out)
@@ -158,7 +160,7 @@ class JaxAdapter(Adapter):
             "Omit out= and use the returned array"
         )
 
-    def call(self, op: Op, inputs: tuple[Any, ...], attrs: tuple[Any, ...], out: Any) -> Any:
+    def call(self, op: BoundOp, inputs: tuple[Any, ...], attrs: tuple[Any, ...], out: Any) -> Any:
         """Run ``op`` on JAX arrays through XLA; the library's checks, raised in Python."""
         problem = _version_problem()
         if problem is not None:
@@ -199,7 +201,7 @@ def _has_jax_tvm_ffi() -> bool:
     return importlib.util.find_spec("jax_tvm_ffi") is not None
 
 
-def _call_eagerly(op: Op, inputs: tuple[Any, ...], attrs: tuple[Any, ...]) -> Any:
+def _call_eagerly(op: BoundOp, inputs: tuple[Any, ...], attrs: tuple[Any, ...]) -> Any:
     if any(t is not None and _is_tracer(t) for t in inputs):
         raise TypeError(
             f"{op.name} cannot be traced by JAX (jax.jit, vmap, grad): the size of its result "
@@ -230,7 +232,7 @@ def _is_tracer(x: Any) -> bool:
     return isinstance(x, sys.modules["jax"].core.Tracer)
 
 
-def _check_platform(op: Op, x: Any) -> None:
+def _check_platform(op: BoundOp, x: Any) -> None:
     """The library's refusals for where a concrete array is. A tracer's placement is known only
     when XLA lowers the traced program for a platform: there XLA picks the target by platform,
     and a CUDA-only op's CPU refusal is raised by its lowering (:func:`_cuda_only`)."""
@@ -279,7 +281,7 @@ def _cuda_only() -> Any:
     return guard
 
 
-def _ffi_call(op: Op, inputs: tuple[Any, ...], attrs: tuple[Any, ...]) -> Any:
+def _ffi_call(op: BoundOp, inputs: tuple[Any, ...], attrs: tuple[Any, ...]) -> Any:
     x = inputs[0]
     if op.cuda_only:
         x = _cuda_only().bind(x, op_name=op.name, arg_name=op.input_names[0])
@@ -290,7 +292,7 @@ def _ffi_call(op: Op, inputs: tuple[Any, ...], attrs: tuple[Any, ...]) -> Any:
     return partitioned(op, attrs)(*present)  # _jax_xla: with its partitioning and batching rules
 
 
-def _stand_in(op: Op, spec: Input, x: Any) -> Any:
+def _stand_in(op: BoundOp, spec: Input, x: Any) -> Any:
     if spec.jax_stand_in is None:
         raise TypeError(
             f"{op.name}: {spec.name} cannot be None with JAX arrays (the op declares no jax_stand_in)"
@@ -319,7 +321,7 @@ _COMPILED_KEPT = COMPILED_KEPT
 
 
 @functools.lru_cache(maxsize=_COMPILED_KEPT)
-def _compiled(op: Op, attrs: _StaticAttrs) -> Callable[..., Any]:
+def _compiled(op: BoundOp, attrs: _StaticAttrs) -> Callable[..., Any]:
     """:func:`_differentiable` with ``attrs`` under ``jax.jit``: an eager call then runs a
     compiled program instead of tracing the op again, which took about 1 ms a call. Inside a
     traced function it is inlined. One jitted function per attribute values, so that dropping it
@@ -332,7 +334,7 @@ def _compiled(op: Op, attrs: _StaticAttrs) -> Callable[..., Any]:
 
 
 @functools.cache
-def _differentiable(op: Op) -> Callable[..., Any]:
+def _differentiable(op: BoundOp) -> Callable[..., Any]:
     """``op`` as a JAX function of ``(*inputs, attrs)`` with its derivatives (``_jax_autodiff``)."""
     n = op.n_inputs
 

@@ -12,7 +12,7 @@ differentiates the jvp in the inputs, so it exists exactly where the ops the jvp
 have derivatives; the vjp, written with ops too, is differentiated the same way.
 
 Where a piece has no derivative the refusal is a ``TypeError`` naming the op that lacks it:
-an op without a jvp refuses forward mode when the tangent is computed (``Op.refuse_jvp``), one
+an op without a jvp refuses forward mode when the tangent is computed (``BoundOp.refuse_jvp``), one
 without a vjp refuses reverse mode when it is transposed, and an op without either (a private
 op a vjp is made of) refuses any derivative through it. Never a silently wrong number.
 """
@@ -24,10 +24,10 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ._op import Op
+from ._bound_op import BoundOp
 
 
-def differentiable(op: Op, primal: Callable[..., Any]) -> Callable[..., Any]:
+def differentiable(op: BoundOp, primal: Callable[..., Any]) -> Callable[..., Any]:
     """``primal`` (a function of ``(*inputs, attrs)``, ``attrs`` hashable) with the op's
     derivatives."""
     import jax
@@ -50,7 +50,7 @@ def differentiable(op: Op, primal: Callable[..., Any]) -> Callable[..., Any]:
     return f
 
 
-def _not_differentiable(op: Op) -> str:
+def _not_differentiable(op: BoundOp) -> str:
     return (
         f"{op.name} is not differentiable under JAX: its declaration has neither a jvp nor a vjp. "
         "Nothing that differentiates through it is supported, such as a second derivative "
@@ -59,7 +59,7 @@ def _not_differentiable(op: Op) -> str:
     )
 
 
-def _no_vjp(op: Op) -> str:
+def _no_vjp(op: BoundOp) -> str:
     return (
         f"{op.name} has no reverse-mode derivative under JAX (its declaration has no vjp): "
         "jax.grad, jax.vjp and jax.jacrev are not supported for it; use forward mode (jax.jvp, "
@@ -84,7 +84,7 @@ def _symbolic_zero(out: Any) -> Any:
 # ---------------------------------------------------------------------------------------------
 # The linearized op: operands (*present inputs, out, *present tangents)
 # ---------------------------------------------------------------------------------------------
-def _linearized(op: Op, attrs: Any, inputs: tuple[Any, ...], out: Any, tangents: tuple[Any, ...]) -> Any:
+def _linearized(op: BoundOp, attrs: Any, inputs: tuple[Any, ...], out: Any, tangents: tuple[Any, ...]) -> Any:
     """The output's tangent, ``tangents`` one per input (``None``: zero or absent)."""
     import jax
 
@@ -114,14 +114,16 @@ def _unpack(
     return inputs, out, tangents
 
 
-def _evaluate(operands: Sequence[Any], *, op: Op, attrs: Any, present: Any, perturbed: Any, jvp: Any) -> Any:
+def _evaluate(
+    operands: Sequence[Any], *, op: BoundOp, attrs: Any, present: Any, perturbed: Any, jvp: Any
+) -> Any:
     """The tangent, computed by the op's jvp (what forward mode runs); refused without one."""
     if jvp is None:
         op.refuse_jvp()
     return _tangent(op, attrs, present, perturbed, operands)
 
 
-def _tangent(op: Op, attrs: Any, present: Any, perturbed: Any, operands: Sequence[Any]) -> Any:
+def _tangent(op: BoundOp, attrs: Any, present: Any, perturbed: Any, operands: Sequence[Any]) -> Any:
     inputs, out, tangents = _unpack(operands, present, perturbed)
     tangent = op.jvp(tangents, out, inputs, tuple(attrs))
     if tangent is None:  # a declared jvp may say "zero" so
@@ -130,7 +132,7 @@ def _tangent(op: Op, attrs: Any, present: Any, perturbed: Any, operands: Sequenc
 
 
 @functools.lru_cache(maxsize=256)
-def _traced_jvp(op: Op, attrs: Any, present: Any, perturbed: Any, avals: tuple[Any, ...]) -> Any:
+def _traced_jvp(op: BoundOp, attrs: Any, present: Any, perturbed: Any, avals: tuple[Any, ...]) -> Any:
     """The op's jvp as a jaxpr, a parameter of the primitive, so that JAX's passes over a
     program see the ops inside the tangent map as they see those inside any call (XLA must be
     given devices to lower the ops' partitioning rules; a primitive it cannot see into would be
@@ -150,7 +152,7 @@ def _primitive() -> Any:
     p.def_impl(lambda *operands, **params: _evaluate(operands, **params))
     p.def_abstract_eval(_abstract_eval)
 
-    def lower(ctx: Any, *operands: Any, op: Op, jvp: Any, **params: Any) -> Any:
+    def lower(ctx: Any, *operands: Any, op: BoundOp, jvp: Any, **params: Any) -> Any:
         if jvp is None:
             op.refuse_jvp()
         return mlir.lower_fun(jaxpr_as_fun(jvp), multiple_results=True)(ctx, *operands)
@@ -197,7 +199,7 @@ def _jvp(primals: Sequence[Any], tangents: Sequence[Any], **params: Any) -> tupl
 
 
 def _transpose(
-    ct: Any, *operands: Any, op: Op, attrs: Any, present: Any, perturbed: Any, jvp: Any
+    ct: Any, *operands: Any, op: BoundOp, attrs: Any, present: Any, perturbed: Any, jvp: Any
 ) -> list[Any]:
     """Reverse mode: the op's vjp of the output's cotangent, for each tangent operand."""
     from jax.interpreters import ad

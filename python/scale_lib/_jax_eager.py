@@ -24,17 +24,17 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from ._op import Op
+from ._bound_op import BoundOp
 
 # XLA's CPU client adopts host memory without a copy only at this alignment; NumPy's allocations
 # have 16 bytes.
 _ALIGNMENT = 64
 
 
-def call_directly(op: Op, inputs: tuple[Any, ...], attrs: tuple[Any, ...]) -> Any:
+def call_directly(op: BoundOp, inputs: tuple[Any, ...], attrs: tuple[Any, ...]) -> Any:
     """``op`` on concrete CPU JAX arrays, called directly; ``None`` where XLA must run it. The
     library checks the inputs itself, as for NumPy arrays; where it refuses them with an error
-    of its own kind, the declared rules word it (``Op.check_abstract``)."""
+    of its own kind, the declared rules word it (``BoundOp.check_abstract``)."""
     x = inputs[0]
     if op.cuda_only or isinstance(x, _jax().core.Tracer):
         return None

@@ -14,12 +14,12 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ._op import Op, sharding_of
+from ._bound_op import BoundOp, sharding_of
 
 _WORKSPACE_SLACK = 256  # jax-tvm-ffi aligns each allocation in the workspace to 128 bytes
 
 
-def target(op: Op) -> str:
+def target(op: BoundOp) -> str:
     return f"scale_lib.{op.name}"
 
 
@@ -34,7 +34,7 @@ def _attribute(value: Any) -> Any:
     return np.float64(value)
 
 
-def _xla_call(op: Op, inputs: tuple[Any, ...], attrs: tuple[Any, ...], batch: tuple[int, ...]) -> Any:
+def _xla_call(op: BoundOp, inputs: tuple[Any, ...], attrs: tuple[Any, ...], batch: tuple[int, ...]) -> Any:
     """One XLA FFI call; ``batch``: leading dimensions of every input that the op's output keeps
     (from the batching rule of ``_batchable``)."""
     import jax
@@ -81,7 +81,7 @@ def _xla_call(op: Op, inputs: tuple[Any, ...], attrs: tuple[Any, ...], batch: tu
 _VMAP_METHODS = ("broadcast_all", "expand_dims")
 
 
-def check_partitionable(op: Op) -> None:
+def check_partitionable(op: BoundOp) -> None:
     """The declaration's sharding and vmap method are ones the rules below handle."""
     sharding_of(op)
     if op.spec.jax.vmap_method not in _VMAP_METHODS:
@@ -99,7 +99,7 @@ _TRACED_KEPT = 4 * COMPILED_KEPT
 
 
 @functools.lru_cache(maxsize=_TRACED_KEPT)
-def partitioned(op: Op, attrs: tuple[Any, ...]) -> Callable[..., Any]:
+def partitioned(op: BoundOp, attrs: tuple[Any, ...]) -> Callable[..., Any]:
     """``op`` with ``attrs`` as a jitted JAX function of its input arrays that carries its
     partitioning rule and its batching rule."""
     import jax
@@ -107,12 +107,12 @@ def partitioned(op: Op, attrs: tuple[Any, ...]) -> Callable[..., Any]:
     return jax.jit(_batchable(op, attrs, 0))
 
 
-def _vmap_method(op: Op) -> str:
+def _vmap_method(op: BoundOp) -> str:
     return "broadcast_all" if op.workspace_bytes is not None else op.spec.jax.vmap_method
 
 
 @functools.lru_cache(maxsize=_TRACED_KEPT)
-def _batchable(op: Op, attrs: tuple[Any, ...], batch_ndim: int) -> Callable[..., Any]:
+def _batchable(op: BoundOp, attrs: tuple[Any, ...], batch_ndim: int) -> Callable[..., Any]:
     """The op on inputs with ``batch_ndim`` leading vmap dimensions; ``jax.vmap`` of it adds
     one more. Under ``"expand_dims"`` an unbatched per-feature input (a weight) gets a batch
     dimension of size 1 (it stays one row); any other unbatched input (an incoming gradient of
@@ -156,7 +156,9 @@ def _batch_of(inputs: Sequence[Any], batch_ndim: int) -> tuple[int, ...]:
     return tuple(max(int(t.shape[d]) for t in inputs) for d in range(batch_ndim))
 
 
-def _partition(op: Op, attrs: tuple[Any, ...], batch_ndim: int, inputs: Sequence[Any]) -> Callable[..., Any]:
+def _partition(
+    op: BoundOp, attrs: tuple[Any, ...], batch_ndim: int, inputs: Sequence[Any]
+) -> Callable[..., Any]:
     """The op's XLA call wrapped in ``custom_partitioning`` with the rule for these shapes."""
     from jax.experimental.custom_partitioning import custom_partitioning
 
@@ -249,7 +251,7 @@ def _spec_entries(arg: Any, ndim: int) -> tuple[Any, ...]:
     return entries + (None,) * (ndim - len(entries))
 
 
-def _rule(op: Op, batch_ndim: int, inputs: Sequence[Any]) -> _Rule | None:
+def _rule(op: BoundOp, batch_ndim: int, inputs: Sequence[Any]) -> _Rule | None:
     """The rule for ``op`` on ``inputs`` (``None``: no rule, call directly)."""
     sharding = sharding_of(op)
     if sharding.kind is None:

@@ -15,8 +15,8 @@ from typing import Any
 import tvm_ffi
 
 from ._adapter import Adapter, Arrays, Attrs
+from ._bound_op import BoundOp
 from ._lib import version_key
-from ._op import Op
 from ._spec import Shape
 
 # The oldest NumPy this package works with: the floor of pyproject.toml's `numpy` extra, which
@@ -59,7 +59,9 @@ class NumPyAdapter(Adapter):
                 "numpy.asarray, or .filled() for a masked array)"
             )
 
-    def run(self, op: Op, inputs: Arrays, attrs: Attrs, out: Any, out_adapter: Adapter | None = None) -> Any:
+    def run(
+        self, op: BoundOp, inputs: Arrays, attrs: Attrs, out: Any, out_adapter: Adapter | None = None
+    ) -> Any:
         if op.cuda_only:  # say what the array is
             op.check_device("cpu", "a NumPy array (NumPy arrays live on the CPU)")
         return Adapter.run(self, op, inputs, attrs, out, out_adapter)

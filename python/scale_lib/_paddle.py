@@ -18,7 +18,7 @@ import types
 from typing import Any
 
 from ._adapter import AllocatingAdapter
-from ._op import Op
+from ._bound_op import BoundOp
 from ._spec import Shape
 
 
@@ -38,14 +38,14 @@ class PaddleAdapter(AllocatingAdapter):
         _leave_out_of_to_static(paddle)
         return _paddle_arrays(paddle)
 
-    def register(self, op: Op) -> None:
+    def register(self, op: BoundOp) -> None:
         # Paddle imported first (the usual order): the package is kept out of paddle.jit's AST
         # translation before any function can be translated. Otherwise on the first call.
         paddle = sys.modules.get("paddle")
         if paddle is not None:
             _leave_out_of_to_static(paddle)
 
-    def takes_call(self, op: Op, inputs: tuple[Any, ...]) -> bool:
+    def takes_call(self, op: BoundOp, inputs: tuple[Any, ...]) -> bool:
         paddle = sys.modules["paddle"]
         for t in inputs:  # refused by call(): see "Auto-parallel" and "Static graphs" below
             if isinstance(t, paddle.Tensor):
@@ -60,7 +60,7 @@ class PaddleAdapter(AllocatingAdapter):
             paddle.is_grad_enabled()
         )
 
-    def call(self, op: Op, inputs: tuple[Any, ...], attrs: tuple[Any, ...], out: Any) -> Any:
+    def call(self, op: BoundOp, inputs: tuple[Any, ...], attrs: tuple[Any, ...], out: Any) -> Any:
         _refuse_static(op, inputs)
         _refuse_distributed(op, inputs)
         if out is not None:
@@ -126,7 +126,7 @@ class _Hidden:
 
 
 @functools.cache
-def _layer(op: Op) -> Any:
+def _layer(op: BoundOp) -> Any:
     paddle: Any = sys.modules["paddle"]
 
     class OpLayer(paddle.autograd.PyLayer):
@@ -179,7 +179,7 @@ def _layer(op: Op) -> Any:
 # silently wrong or missing second derivative. Paddle reports an exception raised in a backward
 # as an OSError whose message holds the original's type and text.
 def _once_differentiable(
-    op: Op, grad: Any, out: Any, inputs: list[Any], attrs: tuple[Any, ...], slots: tuple[int, ...]
+    op: BoundOp, grad: Any, out: Any, inputs: list[Any], attrs: tuple[Any, ...], slots: tuple[int, ...]
 ) -> list[Any]:
     paddle = sys.modules["paddle"]
     with paddle.no_grad():
@@ -196,7 +196,7 @@ def _once_differentiable(
 
 
 @functools.cache
-def _refusal(op: Op) -> Any:
+def _refusal(op: BoundOp) -> Any:
     paddle: Any = sys.modules["paddle"]
     message = (
         f"scale_lib.{op.name} is differentiable once in Paddle: its second-order gradients "
@@ -219,7 +219,7 @@ def _refusal(op: Op) -> Any:
     return Refusal
 
 
-def _shape_dtype(op: Op, inputs: tuple[Any, ...]) -> tuple[Shape | None, str | None]:
+def _shape_dtype(op: BoundOp, inputs: tuple[Any, ...]) -> tuple[Shape | None, str | None]:
     if op.output_is_like_input:
         return None, None
     return op.output_shape(inputs), op.spec.output.dtype
@@ -233,7 +233,7 @@ def _shape_dtype(op: Op, inputs: tuple[Any, ...]) -> tuple[Shape | None, str | N
 # Paddle can declare; a TVM-FFI function called from Python cannot. A distributed tensor's
 # DLPack export is not its local shard, so passing it on would compute the wrong values: it is
 # refused, and the ops run on each rank's shard under paddle.distributed.local_map.
-def _refuse_distributed(op: Op, inputs: tuple[Any, ...]) -> None:
+def _refuse_distributed(op: BoundOp, inputs: tuple[Any, ...]) -> None:
     for spec, t in zip(op.spec.inputs, inputs, strict=True):
         if isinstance(t, sys.modules["paddle"].Tensor) and t.is_dist():
             raise ValueError(
@@ -285,7 +285,7 @@ def _paddle_arrays(paddle: Any) -> type:
     return PaddleArray
 
 
-def _refuse_static(op: Op, inputs: tuple[Any, ...]) -> None:
+def _refuse_static(op: BoundOp, inputs: tuple[Any, ...]) -> None:
     paddle = sys.modules["paddle"]
     statics = _static_values(paddle)
     for spec, t in zip(op.spec.inputs, inputs, strict=True):

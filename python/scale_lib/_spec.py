@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Op declarations: what an exported function takes and returns, as data.
+"""BoundOp declarations: what an exported function takes and returns, as data.
 
 Nothing here knows a framework or the compiled library. Each op's module in ``ops/`` declares it as an
 :class:`OpSpec`; ``_dispatch.register`` binds it to the library and to every framework.
@@ -30,7 +30,7 @@ class Input:
     ``shape_text`` says in words what ``shape`` computes, for the error message. An input with a
     declared ``shape`` may also have leading dimensions of size 1 (``jax.vmap`` passes an
     unbatched one that way): its kernel's checks must accept them too, and its gradient is
-    reshaped to them (``Op.vjp``).
+    reshaped to them (``BoundOp.vjp``).
 
     ``rows``: the array may be rows of a wider one (the last dimension contiguous, the leading
     ones evenly spaced rows, as ``x[:, :hidden]``); otherwise it must be contiguous. Like the

@@ -26,7 +26,7 @@ from __future__ import annotations
 from typing import Any
 
 from ._adapter import AllocatingAdapter
-from ._op import Op, check_layout, check_overlap
+from ._bound_op import BoundOp, check_layout, check_overlap
 from ._spec import Shape
 
 try:
@@ -107,7 +107,7 @@ class TorchAdapter(AllocatingAdapter):
         return None if torch is None else torch.Tensor
 
     # [torch_route.begin]
-    def takes_call(self, op: Op, inputs: tuple[Any, ...]) -> bool:
+    def takes_call(self, op: BoundOp, inputs: tuple[Any, ...]) -> bool:
         # Every eager call runs this, so it is a plain loop of cheap checks.
         # torch.compile tracing a call whose arguments are not all tensors (the dispatcher sends
         # the others to traced_call): put the op in its graph.
@@ -136,7 +136,7 @@ class TorchAdapter(AllocatingAdapter):
     # [torch_route.end]
 
     # [torch_traced.begin]
-    def traced_call(self, op: Op, inputs: tuple[Any, ...], attrs: tuple[Any, ...], out: Any) -> Any:
+    def traced_call(self, op: BoundOp, inputs: tuple[Any, ...], attrs: tuple[Any, ...], out: Any) -> Any:
         """The call as torch.compile traces it: compiled code checks everything the traced Python
         read (its guards) on every call, so this route to the custom op reads as little as it
         can. None when an argument is not a tensor: the dispatcher's full route handles it."""
@@ -152,7 +152,7 @@ class TorchAdapter(AllocatingAdapter):
 
     # [torch_traced.end]
 
-    def call(self, op: Op, inputs: tuple[Any, ...], attrs: tuple[Any, ...], out: Any) -> Any:
+    def call(self, op: BoundOp, inputs: tuple[Any, ...], attrs: tuple[Any, ...], out: Any) -> Any:
         x = inputs[0]
         if not _dynamo_compiling():
             # Registering DTensor strategies (_torch_dtensor) is a side effect torch.compile must
@@ -231,7 +231,7 @@ class TorchAdapter(AllocatingAdapter):
         # The library allocated through PyTorch's own allocator: already a torch.Tensor.
         return result if isinstance(result, _Tensor) else torch.from_dlpack(result)
 
-    def register(self, op: Op) -> None:
+    def register(self, op: BoundOp) -> None:
         """Define ``scale_lib::<op>`` (and ``scale_lib::<op>_out``), once per process."""
         global _library
         if torch is None:
@@ -249,7 +249,7 @@ class TorchAdapter(AllocatingAdapter):
 ADAPTER = TorchAdapter()
 
 
-def _check_fake(op: Op, args: tuple[Any, ...], out: Any = None) -> None:
+def _check_fake(op: BoundOp, args: tuple[Any, ...], out: Any = None) -> None:
     """What the library checks, for fake and meta tensors that never reach it: the declared
     input rules, the scalar attributes, layouts and devices (not overlap: fake tensors have no
     memory)."""
@@ -281,7 +281,7 @@ def _layout(t: Any) -> tuple[Any, ...]:
     return t.storage_offset() * t.element_size(), tuple(t.shape), tuple(t.stride()), t.element_size()
 
 
-def _define(op: Op) -> None:
+def _define(op: BoundOp) -> None:
     spec, n = op.spec, op.n_inputs
     args = ", ".join(
         [f"Tensor{'?' if i.optional else ''} {i.name}" for i in spec.inputs]

@@ -20,7 +20,7 @@ from typing import Any
 import torch
 import torch.autograd.forward_ad as forward_ad
 
-from ._op import Op
+from ._bound_op import BoundOp
 
 # How many derivative formulas run now, in any thread (read on every eager call, so a plain list
 # element; exact, since changed under the lock), and how many this thread is inside.
@@ -53,7 +53,7 @@ def _formula(fn: Callable[..., Any]) -> Callable[..., Any]:
     return run
 
 
-def register(op: Op, qualname: str, functional: Any, library: Any) -> Callable[..., Any]:
+def register(op: BoundOp, qualname: str, functional: Any, library: Any) -> Callable[..., Any]:
     """Register ``op``'s autograd formulas for the custom op ``qualname`` (``functional``: its
     ``OpOverload``) at the Autograd key of ``library``. Returns how to call the op from Python
     (see :func:`_caller`)."""
@@ -97,7 +97,7 @@ def has_tangent(args: tuple[Any, ...]) -> bool:
     return any(isinstance(t, torch.Tensor) and forward_ad.unpack_dual(t).tangent is not None for t in args)
 
 
-def _function(op: Op, functional: Any, name: str) -> Any:
+def _function(op: BoundOp, functional: Any, name: str) -> Any:
     n = op.n_inputs
     backward = _backward(op) if op.spec.vjp is not None else _refuse_backward(op)
     jvp = _jvp(op) if op.has_jvp else _refuse_jvp(op)
@@ -128,7 +128,7 @@ def _function(op: Op, functional: Any, name: str) -> Any:
     )
 
 
-def _backward(op: Op) -> Any:
+def _backward(op: BoundOp) -> Any:
     def backward(ctx: Any, grad: Any) -> tuple[Any, ...]:
         *tensors, output = ctx.saved_tensors
         none = (None,) * (len(tensors) + len(ctx.attrs))
@@ -142,7 +142,7 @@ def _backward(op: Op) -> Any:
     return backward
 
 
-def _refuse_backward(op: Op) -> Any:
+def _refuse_backward(op: BoundOp) -> Any:
     """Without a formula PyTorch only warns and treats the op as a constant, which gives silently
     wrong gradients: for an op that computes (part of) another op's backward, second-order
     gradients (``create_graph=True``, ``gradgradcheck``, ``hessian``) of that op."""
@@ -158,7 +158,7 @@ def _refuse_backward(op: Op) -> Any:
     return backward
 
 
-def _jvp(op: Op) -> Any:
+def _jvp(op: BoundOp) -> Any:
     n = op.n_inputs
 
     def jvp(ctx: Any, *tangents: Any) -> Any:
@@ -170,7 +170,7 @@ def _jvp(op: Op) -> Any:
     return jvp
 
 
-def _refuse_jvp(op: Op) -> Any:
+def _refuse_jvp(op: BoundOp) -> Any:
     def jvp(ctx: Any, *tangents: Any) -> Any:
         op.refuse_jvp()
 

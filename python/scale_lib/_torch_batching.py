@@ -19,16 +19,16 @@ from typing import Any
 
 import torch
 
-from ._op import Op, sharding_of
+from ._bound_op import BoundOp, sharding_of
 
 
-def register(op: Op, qualname: str, functional: Any, library: Any) -> None:
+def register(op: BoundOp, qualname: str, functional: Any, library: Any) -> None:
     """Register the batching rule of the functional custom op ``qualname`` (``functional``: its
     ``OpOverload``)."""
     torch.library.register_vmap(qualname, _rule(op, functional), lib=library)
 
 
-def _rule(op: Op, functional: Any) -> Any:
+def _rule(op: BoundOp, functional: Any) -> Any:
     n = op.n_inputs
     sharding = sharding_of(op)
 
@@ -66,7 +66,7 @@ def _rule(op: Op, functional: Any) -> Any:
     return rule
 
 
-def _folds(op: Op, sharding: Any, batched: tuple[bool, ...], moved: tuple[Any, ...]) -> bool:
+def _folds(op: BoundOp, sharding: Any, batched: tuple[bool, ...], moved: tuple[Any, ...]) -> bool:
     """Whether the batch can be one more leading dimension of a single call."""
     if sharding.kind == "elementwise":
         return True

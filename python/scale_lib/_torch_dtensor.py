@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from ._op import Op, sharding_of
+from ._bound_op import BoundOp, sharding_of
 
 # The declared sharding kinds:
 #
@@ -51,10 +51,10 @@ _DTENSOR_MODULE = "torch.distributed.tensor"
 
 # Ops registered with PyTorch but not yet with DTensor: (op, its functional custom op, its _out
 # variant or None). Mutated in place: _torch reads it on every call through a custom op.
-PENDING_STRATEGIES: list[tuple[Op, Any, Any]] = []
+PENDING_STRATEGIES: list[tuple[BoundOp, Any, Any]] = []
 
 
-def add_strategies(op: Op, functional: Any, out_variant: Any) -> None:
+def add_strategies(op: BoundOp, functional: Any, out_variant: Any) -> None:
     """Give ``op``'s custom ops (``torch.ops.<namespace>.<op>`` and its ``_out`` variant, or None)
     the strategies of its sharding kind: now if DTensor is imported, else later. Raises
     ``ValueError`` for a declaration no kind can place."""
@@ -80,7 +80,7 @@ def _register_pending_strategies() -> None:
             _register_out_variant_strategy(out_variant.default, rule)
 
 
-def before_custom_op_call(op: Op, inputs: Sequence[Any]) -> None:
+def before_custom_op_call(op: BoundOp, inputs: Sequence[Any]) -> None:
     """Register pending strategies, and refuse DTensor arguments of an op without a rule with a
     plain error (DTensor's own would be an internal failure of its shape propagation)."""
     _register_pending_strategies()
@@ -115,7 +115,7 @@ class _StrategyRule:
     """The single-mesh-dimension strategies of one op: ``[(output placements, placements of
     every argument)]``, as ``register_sharding`` takes them."""
 
-    def __init__(self, op: Op) -> None:
+    def __init__(self, op: BoundOp) -> None:
         self.sharding = sharding_of(op)
         self.kind = self.sharding.kind
         self.n_inputs = op.n_inputs

@@ -4,7 +4,7 @@ shares: scalar attributes from their declared types, and the declared input rule
 arrays (JAX tracers, PyTorch fake tensors) that never reach the library's own checks.
 
 Nothing here knows a framework: the adapters (``_numpy.py``, ``_torch.py``, ...) receive an
-:class:`Op` and decide how to run it. :func:`sharding_of` reads, from the declaration, what the
+:class:`BoundOp` and decide how to run it. :func:`sharding_of` reads, from the declaration, what the
 distributed-array rules of ``_torch.py`` and ``_jax.py`` need.
 """
 
@@ -21,7 +21,7 @@ from ._lib import BUILD_INFO, LIB
 from ._spec import Attr, OpSpec, Shape
 
 
-class Op:
+class BoundOp:
     """``spec`` with its exported functions looked up, and what the call path derives from it."""
 
     def __init__(self, spec: OpSpec) -> None:
@@ -193,7 +193,7 @@ class Op:
 Layout = tuple[Any, Shape, Shape, int]  # byte offset, shape, element strides, item size
 
 
-def check_overlap(op: Op, input_name: str, out: Layout, other: Layout) -> None:
+def check_overlap(op: BoundOp, input_name: str, out: Layout, other: Layout) -> None:
     """The library's ValueError if ``out`` and input ``input_name``, two views of one buffer,
     share a byte without being the very same array where the op allows in-place use."""
     if not _footprints_intersect(_footprint(out), _footprint(other)):
@@ -266,7 +266,7 @@ def _footprints_intersect(a: tuple[int, int, int, int], b: tuple[int, int, int, 
 
 
 def _unbound(*args: Any) -> Any:
-    raise AssertionError("an Op is called through the Dispatcher that _dispatch.register makes")
+    raise AssertionError("an BoundOp is called through the Dispatcher that _dispatch.register makes")
 
 
 def _zeros_like(x: Any) -> Any:
@@ -564,7 +564,7 @@ def _probe_shape(ndim: int) -> Shape:
 
 
 @functools.cache
-def sharding_of(op: Op) -> Sharding:
+def sharding_of(op: BoundOp) -> Sharding:
     """The sharding of ``op``'s declaration (``ValueError`` for an unknown kind or an input the
     kind cannot place), derived once."""
     return Sharding(op.spec)
