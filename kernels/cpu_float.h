@@ -346,13 +346,6 @@ template <typename A, typename T>
   }
 }
 
-#if defined(SCALE_LIB_X86)
-template <typename A, typename T>
-__attribute__((target("avx2,f16c"))) void AddWholeLanesAVX2(A* lanes, const T* v, int64_t whole) {
-  AddWholeLanes(lanes, v, whole);
-}
-#endif
-
 }  // namespace sum_of_squares
 
 template <typename A, typename T>
@@ -360,15 +353,7 @@ A SumOfSquares(const T* v, int64_t n) {
   using sum_of_squares::kLanes;
   A lanes[kLanes] = {};
   const int64_t whole = n - n % kLanes;
-#if defined(SCALE_LIB_X86)
-  if (HasAVX2AndF16C()) {
-    sum_of_squares::AddWholeLanesAVX2(lanes, v, whole);
-  } else {
-    sum_of_squares::AddWholeLanes(lanes, v, whole);
-  }
-#else
-  sum_of_squares::AddWholeLanes(lanes, v, whole);
-#endif
+  RunWidest([&]() SCALE_LIB_INLINE { sum_of_squares::AddWholeLanes(lanes, v, whole); });
   A sum = 0;
   for (int64_t i = whole; i < n; ++i) {
     const A value = static_cast<A>(FloatMath<T>::Load(v[i]));
