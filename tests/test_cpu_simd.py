@@ -75,3 +75,37 @@ def assert_same_bits_on_level(level: str, module: str, function: str, tmp_path: 
 @pytest.mark.parametrize("level", SIMD_LEVELS)
 def test_every_cpu_op_gives_the_same_bits_on_every_instruction_set(level: str, tmp_path: Path) -> None:
     assert_same_bits_on_level(level, __name__, "results", tmp_path)
+
+
+def every_16_bit_value() -> dict[str, np.ndarray]:
+    """``scale`` (the op every library keeps) of every float16 and bfloat16 bit pattern, by
+    factors that keep, halve (into subnormals) and triple (past the largest finite value) each:
+    the bulk 16-bit conversions of every instruction set on NaNs, infinities and subnormals."""
+    import scale_lib
+
+    every = np.arange(1 << 16, dtype=np.uint16)
+    out = {}
+    for dtype in ("float16", "bfloat16"):
+        for factor in (1.0, 0.5, 3.0):
+            result = scale_lib.scale(every.view(_np_dtype(dtype)), factor)
+            out[f"{dtype} x{factor}"] = result.view(np.uint16)
+    return out
+
+
+@pytest.mark.parametrize("level", SIMD_LEVELS)
+def test_16_bit_conversions_give_the_same_bits_on_every_instruction_set(level: str, tmp_path: Path) -> None:
+    assert_same_bits_on_level(level, __name__, "every_16_bit_value", tmp_path)
+
+
+def test_16_bit_conversions_round_to_nearest_even() -> None:
+    """Against NumPy's own float32 product rounded to the 16-bit type (nearest-even); a NaN stays
+    a NaN (its payload quieted)."""
+    for name, bits in every_16_bit_value().items():
+        dtype, factor = name.split(" x")
+        every = np.arange(1 << 16, dtype=np.uint16).view(_np_dtype(dtype))
+        with np.errstate(invalid="ignore", over="ignore"):  # NaN inputs; tripled past the largest
+            expected = (every.astype(np.float32) * np.float32(factor)).astype(_np_dtype(dtype))
+        got = bits.view(_np_dtype(dtype))
+        nan = np.isnan(expected.astype(np.float32))
+        assert np.array_equal(np.isnan(got.astype(np.float32)), nan), name
+        np.testing.assert_array_equal(got.view(np.uint16)[~nan], expected.view(np.uint16)[~nan], err_msg=name)
