@@ -215,8 +215,7 @@ inline bool HasAVX2() {
   return has;
 }
 
-// Whether the CPU runs the loops compiled with target("avx2,f16c") (here and in
-// elementwise_cpu.h).
+// Whether the CPU runs the loops compiled with target("avx2,f16c") (RunWidest's AVX2 level).
 inline bool HasAVX2AndF16C() { return HasAVX2() && HasF16C(); }
 
 // Whether it runs those compiled for AVX-512 (F, BW, VL and DQ: Skylake-SP, Zen 4 and later).
@@ -240,6 +239,12 @@ inline SimdLevel CpuSimd() {
   __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,f16c,prefer-vector-width=512")))
 
 // The 16-bit conversions of the AVX2 (and F16C) loops above, sixteen at a time: the same results.
+// GCC's AVX-512 intrinsics start from an "undefined" vector that its -Wmaybe-uninitialized
+// reports wherever they are inlined (GCC bug 105593), here silenced.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 SCALE_LIB_TARGET_AVX512 inline void HalfToFloatAVX512(const uint16_t* src, float* dst, int64_t n) {
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
@@ -292,6 +297,10 @@ SCALE_LIB_TARGET_AVX512 inline void FloatToBFloat16AVX512(const float* src, uint
   }
   for (; i < n; ++i) dst[i] = FloatToBFloat16(src[i]);
 }
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 
 template <typename Body>
 SCALE_LIB_TARGET_AVX2 void RunAVX2(const Body& body) {
@@ -372,8 +381,9 @@ void StoreN(const typename FloatMath<T>::Compute* src, T* dst, int64_t n) {
 // Sum of squares in the accumulation type A of n values of storage type T, in kLanes independent
 // partial sums (value i goes to lane i % kLanes; the last n % kLanes values are summed in order,
 // then the lanes), so the loop vectorises without reassociation (no -ffast-math): the order is
-// fixed and the result deterministic. Where the CPU has AVX2 (and F16C) the same operations run
-// on wider vectors: no FMA, and 16-bit values convert exactly, so the bits are the same.
+// fixed and the result deterministic. Where the CPU has AVX2 (and F16C) or AVX-512 the same
+// operations run on wider vectors (RunWidest): no FMA, and 16-bit values convert exactly, so the
+// bits are the same.
 namespace sum_of_squares {
 
 constexpr int kLanes = 16;

@@ -48,8 +48,10 @@ inline constexpr int64_t kScanTile = int64_t{kScanTileThreads} * kScanTileItems;
 inline constexpr int64_t kScanFewRowsPerSm = 4;
 // Pass 3 holds a tile of kScanTileItems per thread through two block exchanges and a scan: left
 // to itself the compiler gives it registers for 2 blocks per multiprocessor. 3 hide more of the
-// memory latency: float32 (1, 2^24) pass 3 took 48.6 us against 54.3 on an H100.
-inline constexpr int kScanTileScanBlocksPerSm = 3;
+// memory latency (float32 (1, 2^24): 48.6 us against 54.3 on an H100) where the registers they
+// leave suffice; a double tile would spill, so it keeps 2.
+template <typename C>
+inline constexpr int kScanTileScanBlocksPerSm = sizeof(C) > 4 ? 2 : 3;
 
 // The index of the j-th element along the scan of the row starting at `base`.
 __device__ __forceinline__ int64_t ScanIndex(int64_t base, int64_t cols, int64_t j, bool reverse) {
@@ -221,7 +223,7 @@ struct FixedPrefix {
 // Pass 3: each tile scanned from the combination of the row's tiles before it (`scanned`, the
 // inclusive scan of each row's totals, from pass 2).
 template <typename T, typename Op, typename Fn, typename... In>
-__global__ void __launch_bounds__(kScanTileThreads, kScanTileScanBlocksPerSm)
+__global__ void __launch_bounds__(kScanTileThreads, kScanTileScanBlocksPerSm<Compute<T>>)
     TileScanKernel(Fn fn, int64_t rows, int64_t cols, int64_t tiles, bool reverse,
                    const Compute<T>* __restrict__ scanned, T* __restrict__ out, const In*... ins) {
   using M = FloatMath<T>;

@@ -19,6 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+AUTHOR_NOTE = "TODO(author)"  # followed by a colon: what the lint's scaffold-notes hook finds
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 import remove_op  # noqa: E402 (the tools' folder first)
@@ -235,7 +236,8 @@ def migrate_ops_py(name: str, src: str, commit: str) -> None:
         if op not in base:  # the library's own op
             others = [o for o in ours if o != op and re.search(rf"(?<![\w.]){o}\(", section)]
             lines = [*imports, f"from {name}._spec import ArrayT", *(f"from .{o} import {o}" for o in others)]
-            doc = f'"""{op}: its declaration, registered once, and its typed public function."""'
+            # The pattern it shows: the README's op table reads it; the lint flags the note.
+            doc = f'"""{AUTHOR_NOTE}: the pattern it shows.\n\nThe declaration of {op} and its function."""'
             head = ["# SPDX-License-Identifier: Apache-2.0", doc, "", "from __future__ import annotations"]
             module.write_text("\n".join([*head, "", *lines, "", "", absolute_imports(section)]))
             register_op(registry, op)

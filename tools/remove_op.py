@@ -122,7 +122,8 @@ def plan(name: str) -> tuple[list[Path], dict[Path, str]]:
     return files, edits
 
 
-def apply(files: list[Path], edits: dict[Path, str]) -> None:
+def apply(files: list[Path], edits: dict[Path, str]) -> list[Path]:
+    """Delete ``files``, write ``edits``; the pages whose lists of the ops it rendered again."""
     for path in files:
         path.unlink()
     for folder in sorted({p.parent for p in files}, key=lambda p: len(p.parts), reverse=True):
@@ -130,7 +131,7 @@ def apply(files: list[Path], edits: dict[Path, str]) -> None:
             folder.rmdir()  # what deleting the files emptied: kernels/<op>/ and its cubin/
     for path, text in edits.items():
         path.write_text(text, encoding="utf-8")
-    render_op_lists()
+    return render_op_lists()
 
 
 def render_op_lists() -> list[Path]:
@@ -158,8 +159,10 @@ def main(argv: list[str]) -> int:
     files, edits = plan(name)
     for verb, paths in (("delete", files), ("edit  ", edits)):
         print("".join(f"{verb} {p.relative_to(ROOT)}\n" for p in paths), end="")
-    if not args.dry_run:
-        apply(files, edits)
+    if args.dry_run:
+        print("render the pages that list the ops (README.md's op table among them)")
+    else:
+        print("".join(f"render {p.relative_to(ROOT)}\n" for p in apply(files, edits)), end="")
         print(f"removed {name}: rebuild (pip install -e . or nox) and run the tests")
     return 0
 

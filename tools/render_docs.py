@@ -23,9 +23,9 @@ The kinds of span (KINDS below; a fork adds its own the same way):
     ops FACT [FACT ...]          the public ops, by name (`my_op`, `scale`), whose declaration (the OpSpec
                                  in python/<package>/ops/<op>.py, read as source) has every FACT;
                                  `!FACT` negates one; "none" when no op has them. FACTS below
-    op-table                     a table of the public ops, in registration order: each op's
-                                 signature, the first sentence of its docstring (what it computes)
-                                 and the first paragraph of its module's (the pattern it shows).
+    op-table                     a table of the public ops, in the order of the registry's lines:
+                                 each op's signature, the first sentence of its docstring (what it
+                                 computes), the first paragraph of its module's (the pattern it shows).
                                  A block: the span starts a line and the table has blank lines
                                  around it
 
@@ -39,6 +39,7 @@ pages against.
 from __future__ import annotations
 
 import ast
+import copy
 import functools
 import json
 import operator
@@ -309,11 +310,11 @@ def op_modules() -> dict[str, ast.Module]:
 
 
 @functools.cache  # one run reads the declarations once
-def declared_ops() -> dict[str, dict[str, ast.expr]]:
-    """name -> the keywords of its OpSpec call, for every public op of a module the registry
-    registers. A module-level name (`_WEIGHT`) is replaced by its value. An OpSpec this cannot
-    read as written is a ValueError saying which."""
-    ops: dict[str, dict[str, ast.expr]] = {}
+def declarations() -> dict[str, tuple[str, dict[str, ast.expr]]]:
+    """name -> (its module, the keywords of its OpSpec call), for every public op of a module the
+    registry registers. A module-level name (`_WEIGHT`) is replaced by its value. An OpSpec this
+    cannot read as written is a ValueError saying which."""
+    ops: dict[str, tuple[str, dict[str, ast.expr]]] = {}
     for module, tree in op_modules().items():
         resolve = _Resolve(
             {
@@ -339,8 +340,13 @@ def declared_ops() -> dict[str, dict[str, ast.expr]]:
             if not isinstance(_literal(name), str):
                 raise ValueError(f"{where}: the OpSpec's name is not a string literal this script can read")
             if _literal(keywords.get("public")) is not False:
-                ops[_literal(name)] = keywords
+                ops[_literal(name)] = (module, keywords)
     return ops
+
+
+def declared_ops() -> dict[str, dict[str, ast.expr]]:
+    """name -> the keywords of its OpSpec call (declarations() without the modules)."""
+    return {name: keywords for name, (_, keywords) in declarations().items()}
 
 
 def render_ops(args: str) -> str:
@@ -363,23 +369,21 @@ def _markdown(docstring: str) -> str:
 
 def render_op_table(args: str) -> str:
     rows = []
-    for tree in op_modules().values():
-        functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
-        for name in (n for n in declared_ops() if n in functions):  # a module's public ops
-            fn = functions[name]
-            params = fn.args.posonlyargs + fn.args.args
-            shown = [p.arg for p in params[: len(params) - len(fn.args.defaults)]]
-            shown += [
-                f"{p.arg}={ast.unparse(d)}"
-                for p, d in zip(params[len(shown) :], fn.args.defaults, strict=True)
-            ]
-            if fn.args.kwonlyargs:
-                shown.append("*")
-            for p, d in zip(fn.args.kwonlyargs, fn.args.kw_defaults, strict=True):
-                shown.append(p.arg if d is None else f"{p.arg}={ast.unparse(d)}")
-            computes = re.split(r"(?<=\.)\s", _markdown(ast.get_docstring(fn) or "?"), maxsplit=1)[0]
-            pattern = _markdown((ast.get_docstring(tree) or "?").split("\n\n")[0]).rstrip(".")
-            rows.append(f"| `{name}({', '.join(shown)})` | {computes} | {pattern} |\n")
+    for name, (module, _) in declarations().items():
+        tree = op_modules()[module]
+        fn = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name), None)
+        if fn is None:
+            raise ValueError(f"ops/{module}.py declares {name} but defines no function {name}()")
+        signature = copy.deepcopy(fn.args)
+        for arg in [*signature.posonlyargs, *signature.args, *signature.kwonlyargs]:
+            arg.annotation = None
+        for arg in (signature.vararg, signature.kwarg):
+            if arg is not None:
+                arg.annotation = None
+        summary = _markdown((ast.get_docstring(fn) or "?").split("\n\n")[0])
+        computes = re.split(r"(?<=\.)\s+(?=[A-Z])", summary, maxsplit=1)[0]  # its first sentence
+        pattern = _markdown((ast.get_docstring(tree) or "?").split("\n\n")[0]).rstrip(".")
+        rows.append(f"| `{name}({ast.unparse(signature)})` | {computes} | {pattern} |\n")
     return "\n\n| op | computes | the pattern it shows |\n| --- | --- | --- |\n" + "".join(rows) + "\n"
 
 
