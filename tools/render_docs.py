@@ -375,10 +375,8 @@ def render_op_table(args: str) -> str:
         if fn is None:
             raise ValueError(f"ops/{module}.py declares {name} but defines no function {name}()")
         signature = copy.deepcopy(fn.args)
-        for arg in [*signature.posonlyargs, *signature.args, *signature.kwonlyargs]:
-            arg.annotation = None
-        for arg in (signature.vararg, signature.kwarg):
-            if arg is not None:
+        for arg in ast.walk(signature):  # every parameter, *args and **kwargs included
+            if isinstance(arg, ast.arg):
                 arg.annotation = None
         summary = _markdown((ast.get_docstring(fn) or "?").split("\n\n")[0])
         computes = re.split(r"(?<=\.)\s+(?=[A-Z])", summary, maxsplit=1)[0]  # its first sentence
