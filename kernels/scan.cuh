@@ -13,19 +13,21 @@
 //     grid-stride loop over rows): the row taken in tiles of kScanThreads x kScanItems elements,
 //     cub::BlockScan scanning each and a running prefix carried from tile to tile;
 //   - long rows, too few of them to fill the GPU a block each (fewer than kScanFewRowsPerSm per
-//     multiprocessor): reduce, then scan, over tiles of kScanTile elements (about 3n bytes of
-//     traffic against a copy's 2n): TileTotalKernel writes each tile's total into a workspace,
-//     ScanRowsKernel scans the totals of each row, TileScanKernel scans each tile from
-//     the total of the tiles before it. The workspace comes from the calling framework's
-//     allocator; a caller that publishes none (CuPy) gets the block-per-row path.
-// Every combination happens in an order that the shape alone fixes (no decoupled look-back,
-// whose grouping depends on timing), so the same input gives the same bits on every run.
+//     multiprocessor): TileScanKernel, one pass over tiles of kScanTileThreads x
+//     kScanTileItems<C> elements, a block per tile, each tile's prefix found by a look-back over
+//     the totals and prefixes the tiles before it publish in a workspace (one word per tile,
+//     zeroed before the launch). The workspace comes from the calling framework's allocator; a
+//     caller that publishes none (CuPy) gets the block-per-row path.
+// Every combination happens in an order that the shape alone fixes (the look-back's included:
+// see ChainedPrefix), so the same input gives the same bits on every run.
 #ifndef SCALE_LIB_KERNELS_SCAN_CUH_
 #define SCALE_LIB_KERNELS_SCAN_CUH_
 
 #include <cub/block/block_exchange.cuh>
 #include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
+#include <cuda/atomic>
+#include <cuda/std/bit>
 
 #include <cstdint>
 #include <type_traits>
@@ -40,18 +42,22 @@ inline constexpr int kScanThreads = 256;
 inline constexpr int kScanItems = 4;  // elements per thread and tile (block and warp paths)
 // Rows of fewer elements take the warp path; a block per row leaves most of its threads idle.
 inline constexpr int64_t kScanBlockMinCols = 1024;
-// The tiled path: tiles of kScanTileThreads x kScanTileItems elements, taken when the rows are
-// fewer than kScanFewRowsPerSm per multiprocessor and each row has at least two tiles.
+// The tiled path, taken when the rows are fewer than kScanFewRowsPerSm per multiprocessor and
+// each row has at least two tiles: tiles of kScanTileThreads x kScanTileItems<C> elements
+// (kScanTileBytes of values a thread: 28 floats, 14 doubles; 16-bit inputs are scanned in float).
+// A tile's look-back runs on the critical path of every later tile, so tiles are large: on an
+// H100, float32 (1, 2^24) took 68 us with tiles of 7168, 72 with 6144 and 80 with 4096.
 inline constexpr int kScanTileThreads = 256;
-inline constexpr int kScanTileItems = 16;
-inline constexpr int64_t kScanTile = int64_t{kScanTileThreads} * kScanTileItems;
-inline constexpr int64_t kScanFewRowsPerSm = 4;
-// Pass 3 holds a tile of kScanTileItems per thread through two block exchanges and a scan: left
-// to itself the compiler gives it registers for 2 blocks per multiprocessor. 3 hide more of the
-// memory latency (float32 (1, 2^24): 48.6 us against 54.3 on an H100) where the registers they
-// leave suffice; a double tile would spill, so it keeps 2.
+inline constexpr int kScanTileBytes = 112;
 template <typename C>
-inline constexpr int kScanTileScanBlocksPerSm = sizeof(C) > 4 ? 2 : 3;
+inline constexpr int kScanTileItems = kScanTileBytes / static_cast<int>(sizeof(C));
+template <typename C>
+inline constexpr int64_t kScanTile = int64_t{kScanTileThreads} * kScanTileItems<C>;
+inline constexpr int64_t kScanFewRowsPerSm = 4;
+// The tiled path's launch bounds: two blocks per multiprocessor.
+inline constexpr int kScanTileBlocksPerSm = 2;
+// The look-back keeps up to this many windows of 32 tiles' totals in shared memory.
+inline constexpr int kScanLookBackWindows = 16;
 
 // The index of the j-th element along the scan of the row starting at `base`.
 __device__ __forceinline__ int64_t ScanIndex(int64_t base, int64_t cols, int64_t j, bool reverse) {
@@ -167,113 +173,194 @@ __global__ void __launch_bounds__(kScanThreads)
 // [scan_warp.end]
 
 // [scan_tiles.begin]
-// The tiled path. Tile t of a row covers elements [t * kScanTile, (t + 1) * kScanTile) along the
-// scan; a block takes one tile at a time (a grid-stride loop over the rows x tiles of the input).
-// In both passes over the data, warp w of the block reads the w-th 32 x kScanTileItems elements
-// of the tile, lane-strided (coalesced): element k of lane l is at 32 k + l within the warp's part.
-template <typename T, typename Fn, typename... In>
+// The tiled path. Tile t of a row covers elements [t * tile, (t + 1) * tile) along the scan; block
+// b takes tile b of the rows x tiles of the input. A thread holds kItems values: warp w loads the
+// w-th 32 x kItems elements of the tile, lane-strided (coalesced): element k of lane l is at
+// 32 k + l within the warp's part.
+template <int kItems, typename T, typename Fn, typename... In>
 __device__ __forceinline__ void LoadTile(const Fn& fn, int64_t base, int64_t cols, int64_t start,
-                                         bool reverse, Compute<T> (&values)[kScanTileItems],
+                                         bool reverse, Compute<T> (&values)[kItems],
                                          Compute<T> identity, const In*... ins) {
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int lane = static_cast<int>(threadIdx.x) % 32;
-  const int64_t first = start + int64_t{warp} * 32 * kScanTileItems + lane;
+  const int64_t first = start + int64_t{warp} * 32 * kItems + lane;
 #pragma unroll
-  for (int k = 0; k < kScanTileItems; ++k) {
+  for (int k = 0; k < kItems; ++k) {
     const int64_t j = first + int64_t{k} * 32;
     values[k] = j < cols ? fn.Value(FloatMath<T>::Load(ins[ScanIndex(base, cols, j, reverse)])...)
                          : identity;
   }
 }
 
-// Pass 1: the combination of each tile's values, into totals[row * tiles + t].
-template <typename T, typename Op, typename Fn, typename... In>
-__global__ void __launch_bounds__(kScanTileThreads)
-    TileTotalKernel(Fn fn, int64_t rows, int64_t cols, int64_t tiles, bool reverse,
-                    Compute<T>* __restrict__ totals, const In*... ins) {
-  using C = Compute<T>;
-  using Reduce = cub::BlockReduce<C, kScanTileThreads>;
-  __shared__ typename Reduce::TempStorage temp;
-  const Op op{};
-  // The last tiles first: pass 3 starts with the first ones, which this pass read last, so those
-  // are still in L2 (a part of the input as large as L2 is read from memory once, not twice).
-  for (int64_t i = blockIdx.x; i < rows * tiles; i += gridDim.x) {
-    const int64_t id = rows * tiles - 1 - i;
-    const int64_t row = id / tiles;
-    const int64_t start = (id - row * tiles) * kScanTile;
-    C values[kScanTileItems];
-    LoadTile<T>(fn, row * cols, cols, start, reverse, values, Op::Identity(), ins...);
-    C part = values[0];
-#pragma unroll
-    for (int k = 1; k < kScanTileItems; ++k) part = op(part, values[k]);
-    const C total = Reduce(temp).Reduce(part, op);
-    if (threadIdx.x == 0) totals[id] = total;
-    __syncthreads();  // temp is reused by the next tile
-  }
-}
+// What a tile has published: nothing yet, its total, or its inclusive prefix (the combination
+// of the row's tiles up to it).
+enum TileStatus : unsigned { kTileEmpty = 0, kTileTotal = 1, kTileInclusive = 2 };
 
-// What the block prefix callback of pass 3 returns: the combination of the tiles before this
-// one, read from the scanned totals.
 template <typename C>
-struct FixedPrefix {
-  C before;
-  __device__ C operator()(C) const { return before; }
+struct TileState {
+  unsigned status;
+  C value;
 };
 
-// Pass 3: each tile scanned from the combination of the row's tiles before it (`scanned`, the
-// inclusive scan of each row's totals, from pass 2).
+// The tiles' states in the workspace, whose first ZeroedBytes are zeroed before the launch. A
+// float state is one 64-bit word, status and value stored and loaded together. A double one is
+// a status released after its value, each kind of value in its own array (so that a reader that
+// saw kTileTotal never reads an inclusive prefix written since).
+template <typename C, bool kOneWord = sizeof(C) == 4>
+struct TileStates {
+  unsigned long long* words;  // [tiles]
+
+  static int64_t ZeroedBytes(int64_t tiles) { return tiles * 8; }
+  static int64_t Bytes(int64_t tiles) { return ZeroedBytes(tiles); }
+  TileStates(void* workspace, int64_t /*tiles*/)
+      : words(static_cast<unsigned long long*>(workspace)) {}
+
+  __device__ void Publish(int64_t tile, unsigned status, C value) const {
+    const unsigned long long word =
+        (static_cast<unsigned long long>(status) << 32) | cuda::std::bit_cast<unsigned>(value);
+    cuda::atomic_ref<unsigned long long, cuda::thread_scope_device>(words[tile])
+        .store(word, cuda::memory_order_relaxed);
+  }
+  __device__ TileState<C> Load(int64_t tile) const {
+    const unsigned long long word =
+        cuda::atomic_ref<unsigned long long, cuda::thread_scope_device>(words[tile])
+            .load(cuda::memory_order_relaxed);
+    return {static_cast<unsigned>(word >> 32),
+            cuda::std::bit_cast<C>(static_cast<unsigned>(word & 0xffffffffu))};
+  }
+};
+
+template <typename C>
+struct TileStates<C, false> {
+  unsigned* status;  // [tiles]
+  C* totals;         // [tiles]
+  C* inclusive;      // [tiles]
+
+  static int64_t ZeroedBytes(int64_t tiles) { return (tiles + 1) / 2 * 8; }
+  static int64_t Bytes(int64_t tiles) {
+    return ZeroedBytes(tiles) + 2 * tiles * static_cast<int64_t>(sizeof(C));
+  }
+  TileStates(void* workspace, int64_t tiles)
+      : status(static_cast<unsigned*>(workspace)),
+        totals(reinterpret_cast<C*>(static_cast<char*>(workspace) + ZeroedBytes(tiles))),
+        inclusive(totals + tiles) {}
+
+  __device__ void Publish(int64_t tile, unsigned state, C value) const {
+    (state == kTileTotal ? totals : inclusive)[tile] = value;
+    cuda::atomic_ref<unsigned, cuda::thread_scope_device>(status[tile])
+        .store(state, cuda::memory_order_release);
+  }
+  __device__ TileState<C> Load(int64_t tile) const {
+    const unsigned state = cuda::atomic_ref<unsigned, cuda::thread_scope_device>(status[tile])
+                               .load(cuda::memory_order_acquire);
+    if (state == kTileEmpty) return {state, C{}};
+    return {state, (state == kTileTotal ? totals : inclusive)[tile]};
+  }
+};
+
+// The block prefix callback of the tiled path, run by the block's first warp (lane 0's result
+// counts). The tile publishes its total, then looks back, 32 tiles a window (lane l at the l-th
+// tile before the window's end), to the nearest earlier tile of its row that has published its
+// inclusive prefix (the row's first tile publishes its total as one). Its own prefix is that
+// one combined from the left with the totals of the tiles after it, one at a time. By induction
+// every inclusive prefix is then the left-to-right combination of the row's tile totals,
+// whichever tile the look-back reached: the bits depend on the input alone. (cub::DeviceScan's
+// look-back combines what it finds as a tree, whose shape depends on the timing.)
+template <typename C, typename Op>
+struct ChainedPrefix {
+  TileStates<C> states;
+  int64_t id;             // the tile, in rows x tiles
+  int64_t row_first;      // the id of the row's first tile
+  C (*window)[32];        // kScanLookBackWindows windows, in shared memory
+
+  // What lane `lane` of the window ending at `end` sees, once the tile has published (every
+  // earlier tile is held by a block already running).
+  __device__ TileState<C> Look(int64_t end, int lane) const {
+    const int64_t tile = end - 1 - lane;
+    if (tile < row_first) return {kTileEmpty, Op::Identity()};
+    TileState<C> state;
+    do {
+      state = states.Load(tile);
+    } while (state.status == kTileEmpty);
+    return state;
+  }
+
+  __device__ C operator()(C total) const {
+    const Op op{};
+    const int lane = static_cast<int>(threadIdx.x) % 32;
+    if (id == row_first) {
+      if (lane == 0) states.Publish(id, kTileInclusive, total);
+      return Op::Identity();
+    }
+    if (lane == 0) states.Publish(id, kTileTotal, total);
+    int64_t end = id;
+    int windows = 0;  // kept in shared memory, between this tile and the window looked at
+    TileState<C> seen = Look(end, lane);
+    unsigned inclusive = __ballot_sync(0xffffffffu, seen.status == kTileInclusive);
+    while (inclusive == 0) {
+      // Back one window; with as many kept as there is room for, the same window again, until
+      // one of its tiles publishes its inclusive prefix (each will: its own look-back waits
+      // only on tiles before it).
+      if (windows < kScanLookBackWindows) {
+        window[windows++][lane] = seen.value;
+        end -= 32;
+      }
+      seen = Look(end, lane);
+      inclusive = __ballot_sync(0xffffffffu, seen.status == kTileInclusive);
+    }
+    // Forward again, from the nearest inclusive prefix, combining each later total in order.
+    const int nearest = __ffs(inclusive) - 1;
+    C before = __shfl_sync(0xffffffffu, seen.value, nearest);
+    for (int k = nearest - 1; k >= 0; --k) {
+      before = op(before, __shfl_sync(0xffffffffu, seen.value, k));
+    }
+    __syncwarp();  // the kept windows, each lane's value written by it, read by all
+    for (int w = windows - 1; w >= 0; --w) {
+      for (int k = 31; k >= 0; --k) before = op(before, window[w][k]);
+    }
+    if (lane == 0) states.Publish(id, kTileInclusive, op(before, total));
+    return before;
+  }
+};
+
 template <typename T, typename Op, typename Fn, typename... In>
-__global__ void __launch_bounds__(kScanTileThreads, kScanTileScanBlocksPerSm<Compute<T>>)
-    TileScanKernel(Fn fn, int64_t rows, int64_t cols, int64_t tiles, bool reverse,
-                   const Compute<T>* __restrict__ scanned, T* __restrict__ out, const In*... ins) {
+__global__ void __launch_bounds__(kScanTileThreads, kScanTileBlocksPerSm)
+    TileScanKernel(Fn fn, int64_t cols, int64_t tiles, bool reverse, TileStates<Compute<T>> states,
+                   T* __restrict__ out, const In*... ins) {
   using M = FloatMath<T>;
   using C = Compute<T>;
-  using Exchange = cub::BlockExchange<C, kScanTileThreads, kScanTileItems>;
-  using Scan = cub::BlockScan<C, kScanTileThreads>;
+  constexpr int kItems = kScanTileItems<C>;
+  using Exchange = cub::BlockExchange<C, kScanTileThreads, kItems>;
+  using Scan = cub::BlockScan<C, kScanTileThreads, cub::BLOCK_SCAN_WARP_SCANS>;
   __shared__ union {
     typename Exchange::TempStorage exchange;
     typename Scan::TempStorage scan;
   } temp;
-  const Op op{};
+  __shared__ C window[kScanLookBackWindows][32];
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int lane = static_cast<int>(threadIdx.x) % 32;
-  for (int64_t id = blockIdx.x; id < rows * tiles; id += gridDim.x) {
-    const int64_t row = id / tiles;
-    const int64_t tile = id - row * tiles;
-    const int64_t start = tile * kScanTile;
-    const int64_t base = row * cols;
-    C values[kScanTileItems];
-    LoadTile<T>(fn, base, cols, start, reverse, values, Op::Identity(), ins...);
-    // Lane-strided within each warp's part to consecutive per thread (what BlockScan scans).
-    Exchange(temp.exchange).WarpStripedToBlocked(values, values);
-    __syncthreads();  // temp.exchange's last reads before temp.scan's writes
-    FixedPrefix<C> prefix{tile == 0 ? Op::Identity() : scanned[id - 1]};
-    Scan(temp.scan).InclusiveScan(values, values, op, prefix);
-    __syncthreads();  // temp.scan's last reads before temp.exchange's writes
-    Exchange(temp.exchange).BlockedToWarpStriped(values, values);
-    const int64_t first = start + int64_t{warp} * 32 * kScanTileItems + lane;
+  const int64_t id = blockIdx.x;
+  const int64_t row = id / tiles;
+  const int64_t tile = id - row * tiles;
+  const int64_t start = tile * kScanTile<C>;
+  const int64_t base = row * cols;
+  C values[kItems];
+  LoadTile<kItems, T>(fn, base, cols, start, reverse, values, Op::Identity(), ins...);
+  // Lane-strided within each warp's part to consecutive per thread (what BlockScan scans).
+  Exchange(temp.exchange).WarpStripedToBlocked(values, values);
+  __syncthreads();  // temp.exchange's last reads before temp.scan's writes
+  ChainedPrefix<C, Op> prefix{states, id, id - tile, window};
+  Scan(temp.scan).InclusiveScan(values, values, Op{}, prefix);
+  __syncthreads();  // temp.scan's last reads before temp.exchange's writes
+  Exchange(temp.exchange).BlockedToWarpStriped(values, values);
+  const int64_t first = start + int64_t{warp} * 32 * kItems + lane;
 #pragma unroll
-    for (int k = 0; k < kScanTileItems; ++k) {
-      const int64_t j = first + int64_t{k} * 32;
-      if (j < cols) out[ScanIndex(base, cols, j, reverse)] = M::Store(fn.Finish(values[k]));
-    }
-    __syncthreads();  // temp is reused by the next tile
+  for (int k = 0; k < kItems; ++k) {
+    const int64_t j = first + int64_t{k} * 32;
+    if (j < cols) out[ScanIndex(base, cols, j, reverse)] = M::Store(fn.Finish(values[k]));
   }
 }
-
-// Pass 2's function object: a scan of the totals as they are.
-template <typename C, typename Op_>
-struct ScanTotalsFn {
-  using Op = Op_;
-  __device__ C Value(C total) const { return total; }
-  __device__ C Finish(C prefix) const { return prefix; }
-};
 // [scan_tiles.end]
-
-template <typename C>
-inline DLDataType ScanComputeDType() {
-  return std::is_same_v<C, double> ? kFloat64 : kFloat32;
-}
 
 // [scan_launch.begin]
 template <typename T, typename Fn, typename... In>
@@ -307,30 +394,25 @@ void LaunchScan(const Fn& fn, int64_t rows, int64_t cols, bool reverse, cudaStre
   int sms = 0;
   TVM_FFI_CHECK_CUDA_ERROR(cudaGetDevice(&device));
   TVM_FFI_CHECK_CUDA_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  const int64_t tiles = cuda::ceil_div(cols, kScanTile);
-  if (rows >= kScanFewRowsPerSm * sms || tiles < 2 || !HasFrameworkAllocator()) {
+  const int64_t tiles = cuda::ceil_div(cols, kScanTile<C>);
+  if (rows >= kScanFewRowsPerSm * sms || tiles < 2 || rows * tiles > kMaxGridX ||
+      !HasFrameworkAllocator()) {
     ScanRowsKernel<T, Op>
         <<<GridSize(rows, 1), kScanThreads, 0, stream>>>(fn, rows, cols, reverse, out, ins...);
     CHECK_CUDA_LAUNCH();
     return;
   }
-  // Few long rows: reduce, then scan, over tiles; the totals in the framework's memory.
-  ffi::Tensor workspace = AllocFromFramework(ffi::Shape({2 * rows * tiles}), ScanComputeDType<C>(),
-                                             DLDevice{kDLCUDA, device});
-  C* totals = static_cast<C*>(workspace.data_ptr());
-  C* scanned = totals + rows * tiles;
-  const unsigned int grid = GridSize(rows * tiles, 1);
-  TileTotalKernel<T, Op>
-      <<<grid, kScanTileThreads, 0, stream>>>(fn, rows, cols, tiles, reverse, totals, ins...);
-  CHECK_CUDA_LAUNCH();
-  ScanRowsKernel<C, Op><<<GridSize(rows, 1), kScanThreads, 0, stream>>>(
-      ScanTotalsFn<C, Op>{}, rows, tiles, false, scanned, static_cast<const C*>(totals));
-  CHECK_CUDA_LAUNCH();
-  TileScanKernel<T, Op>
-      <<<grid, kScanTileThreads, 0, stream>>>(fn, rows, cols, tiles, reverse, scanned, out, ins...);
+  // Few long rows: a block per tile, the tiles' states in the framework's memory.
+  const int64_t bytes = TileStates<C>::Bytes(rows * tiles);
+  ffi::Tensor workspace = AllocFromFramework(ffi::Shape({cuda::ceil_div(bytes, int64_t{8})}),
+                                             kInt64, DLDevice{kDLCUDA, device});
+  TVM_FFI_CHECK_CUDA_ERROR(
+      cudaMemsetAsync(workspace.data_ptr(), 0, TileStates<C>::ZeroedBytes(rows * tiles), stream));
+  TileScanKernel<T, Op><<<static_cast<unsigned int>(rows * tiles), kScanTileThreads, 0, stream>>>(
+      fn, cols, tiles, reverse, TileStates<C>(workspace.data_ptr(), rows * tiles), out, ins...);
   CHECK_CUDA_LAUNCH();
   // The workspace goes back to the framework's allocator here; its stream-ordered reuse comes
-  // after these launches on the same stream.
+  // after this launch on the same stream.
 }
 // [scan_launch.end]
 

@@ -31,7 +31,7 @@
 //
 // An operator is associative (up to rounding) and commutative, with an identity: `Identity()`
 // and `operator()(before, after)`, the combination of what comes before with what comes after
-// (the CUDA launcher's tile totals combine a tile's elements in another order than the row's).
+// (the CUDA launcher's tiles combine their elements in another order than the row's).
 // `reverse` runs the scan from the end of each row: the gradient of a sum scan is the sum scan
 // of the incoming gradient the other way (python/scale_lib/ops/ has the others'), so an op
 // that has one has its vjp. Every element is read before it is written, by the block that writes

@@ -181,9 +181,10 @@ def test_cumsum_reverse(backend: Backend, dtype: str) -> None:
 # -- the launcher's paths ------------------------------------------------------------------------
 # The CUDA launcher picks by shape (kernels/scan.cuh): a group of 4 to 32 lanes per row for rows
 # of fewer than 1024 elements (each group size and its edges, row counts that leave the last
-# block part-empty), a block per row for many long rows (or for rows of one tile of 4096), and
-# three passes over tiles of 4096 for fewer long rows than 4 per multiprocessor (a tile edge
-# exactly, one past it, rows of a million). The CPU runs the same shapes through its one loop.
+# block part-empty), a block per row for many long rows (or for rows of one tile), and a block per
+# tile with a look-back for fewer long rows than 4 per multiprocessor (tiles of 7168 float32 or
+# 3584 float64 values: a tile edge exactly, one past it, rows of a million). The CPU runs the same
+# shapes through its one loop.
 PATH_SHAPES = [
     (37, 1),
     (33, 4),
@@ -195,11 +196,13 @@ PATH_SHAPES = [
     (3, 65),
     (130, 1023),
     (700, 1025),
-    (5, 4096),
-    (3, 5000),
-    (1, 8192),
-    (2, 8193),
-    (3, 3 * 4096 - 1),
+    (5, 3584),
+    (2, 3585),
+    (5, 7168),
+    (2, 7169),
+    (1, 14336),
+    (2, 14337),
+    (3, 3 * 7168 - 1),
     (7, 40000),
     (1, 2**20 + 3),
 ]
@@ -232,11 +235,13 @@ GPU_BACKENDS = [b for b in BACKENDS if b.device == "cuda"]
 
 
 @pytest.mark.parametrize("reverse", [False, True])
-@pytest.mark.parametrize("shape", [(1, 2**22 + 5), (16, 2**18 + 1), (700, 1025), (4099, 100)], ids=shape_id)
+@pytest.mark.parametrize("shape", [(1, 2**24 + 5), (16, 2**18 + 1), (700, 1025), (4099, 100)], ids=shape_id)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("backend", backend_params(GPU_BACKENDS), indirect=True)
-def test_cumsum_deterministic(backend: Backend, shape, reverse: bool) -> None:
-    x = backend.asarray(random_data(shape, seed=60), "float32")
+def test_cumsum_deterministic(backend: Backend, dtype: str, shape, reverse: bool) -> None:
+    # The tiled path's look-back reaches further or nearer tiles from run to run: ten runs.
+    x = backend.asarray(random_data(shape, seed=60), dtype)
     first = backend.to_numpy(backend.run(lambda x: scale_lib.cumsum(x, reverse), x))
-    for _ in range(3):
+    for _ in range(10):
         again = backend.to_numpy(backend.run(lambda x: scale_lib.cumsum(x, reverse), x))
         assert np.array_equal(again, first), "two calls on the same input differ"

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // CUDA implementation of cumsum: the math is CumsumFn (kernels/cumsum/cumsum.h), run by
 // the shared scan launcher (kernels/scan.cuh: by shape, a warp per short row, a block per long
-// row, or reduce-then-scan over tiles for few long rows). The CPU twin is
+// row, or a block per tile with a look-back for few long rows). The CPU twin is
 // kernels/cumsum/cumsum_cpu.cc.
 #include <cstdint>
 
