@@ -63,6 +63,33 @@ nox.options.error_on_missing_interpreters = True  # a session that cannot run fa
 
 ROOT = Path(__file__).resolve().parent
 MIN_PYTHON = (3, 11)
+PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["name"]
+
+
+# `nox --default-venv-backend uv` (with nox[uv] installed) makes each session's environment from
+# links into uv's one cache instead of copies of every package; uv's pip interface differs from
+# pip's in the options below.
+def _uv(session: nox.Session) -> bool:
+    return session.venv_backend == "uv"
+
+
+def _upgrade(session: nox.Session) -> list[str]:
+    """pip's --upgrade: a reused environment moves to the newest releases. uv's also refreshes
+    uv's cache (every wheel downloaded again): there a reused environment keeps its releases
+    until it is made anew (`--reuse-venv no`), from the cache."""
+    return [] if _uv(session) else ["--upgrade"]
+
+
+def _rebuild_project(session: nox.Session) -> list[str]:
+    """Options that rebuild and reinstall the project from these sources, with the newest
+    releases of its dependencies (pip) or those the environment has (uv)."""
+    return ["--reinstall-package", PROJECT] if _uv(session) else ["--upgrade", "--upgrade-strategy", "eager"]
+
+
+def _pip(session: nox.Session) -> None:
+    """pip itself, for the pip-only options of a `python -m pip` run (a uv environment has none)."""
+    if _uv(session):
+        session.install("pip")
 
 
 def _python() -> str:
@@ -147,8 +174,8 @@ def _show_versions(session: nox.Session, expected: dict[str, str] | None = None)
 def _install_all(session: nox.Session, env: dict[str, str] | None = None) -> None:
     # --upgrade: a reused environment moves to the newest releases, so `tests` is the highest end
     # of every supported range (TORCH_SPEC aside).
-    session.install("--upgrade", TORCH)
-    session.install("--upgrade", "--upgrade-strategy", "eager", ".[test,numpy,jax,paddle]", env=env)
+    session.install(*_upgrade(session), TORCH)
+    session.install(*_rebuild_project(session), ".[test,numpy,jax,paddle]", env=env)
     _show_versions(session)
 
 
@@ -198,9 +225,9 @@ def tests_gpu(session: nox.Session) -> None:
             session.error("SCALE_LIB_GPU_FRAMEWORKS=installed: no wheel (set SCALE_LIB_WHEEL or build one)")
         session.install("--no-deps", "--no-index", "--force-reinstall", wheel)
     else:
-        session.install("--upgrade", *GPU_FRAMEWORKS)
+        session.install(*_upgrade(session), *GPU_FRAMEWORKS)
         # The library built from these sources with CUDA (CUDAARCHS: the architectures).
-        session.install("--upgrade", ".[test,jax]", env={"SCALE_LIB_CUDA": "ON"})
+        session.install(*_rebuild_project(session), ".[test,jax]", env={"SCALE_LIB_CUDA": "ON"})
     _show_versions(session)
     # python -m: pytest may be the host Python's (SCALE_LIB_GPU_FRAMEWORKS=installed).
     session.run("python", "-m", "pytest", "--require-gpu", *session.posargs)
@@ -394,6 +421,7 @@ def _aarch64_tvm_ffi(session: nox.Session) -> Path:
     library = target / "tvm_ffi" / "lib" / "libtvm_ffi.so"
     if not library.is_file():
         shutil.rmtree(target, ignore_errors=True)
+        _pip(session)
         session.run(
             "python", "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target), *AARCH64_PIP,
             f"apache-tvm-ffi=={version}",
@@ -705,6 +733,7 @@ def tests_aarch64(session: nox.Session) -> None:
     python = dict(line.split("=", 1) for line in str(printed).splitlines() if "=" in line)["PYTHON"]
     site = Path(session.create_tmp()) / "site-aarch64"
     shutil.rmtree(site, ignore_errors=True)
+    _pip(session)
     session.run(
         "python", "-m", "pip", "install", "--quiet", "--target", str(site), *AARCH64_PIP, f"{wheels[0]}[test]"
     )  # fmt: skip
