@@ -15,8 +15,9 @@
 //   - long rows, too few of them to fill the GPU a block each (fewer than kScanFewRowsPerSm per
 //     multiprocessor): TileScanKernel, one pass over tiles of kScanTileThreads x
 //     kScanTileItems<C> elements, a block per tile, each tile's prefix found by a look-back over
-//     the totals and prefixes the tiles before it publish in a workspace (one word per tile,
-//     zeroed before the launch). The workspace comes from the calling framework's allocator; a
+//     the totals and prefixes the tiles before it publish in a workspace (TileStates: 8 bytes a
+//     tile for float, 20 for double, the statuses zeroed before the launch). The workspace
+//     comes from the calling framework's allocator; a
 //     caller that publishes none (CuPy) gets the block-per-row path.
 // Every combination happens in an order that the shape alone fixes (the look-back's included:
 // see ChainedPrefix), so the same input gives the same bits on every run.
@@ -56,7 +57,10 @@ inline constexpr int64_t kScanTile = int64_t{kScanTileThreads} * kScanTileItems<
 inline constexpr int64_t kScanFewRowsPerSm = 4;
 // The tiled path's launch bounds: two blocks per multiprocessor.
 inline constexpr int kScanTileBlocksPerSm = 2;
-// The look-back keeps up to this many windows of 32 tiles' totals in shared memory.
+// The look-back keeps up to this many windows of 32 tiles' totals in shared memory. It reaches
+// back at most as far as the blocks in flight (on an H100, up to 4 x 132 for float: 17 windows).
+// Past the windows kept it waits on the farthest (ChainedPrefix), with the same bits as a result
+// (as a build that kept 1 window gave on an H100).
 inline constexpr int kScanLookBackWindows = 16;
 
 // The index of the j-th element along the scan of the row starting at `base`.

@@ -4,10 +4,10 @@
 // the row up to it. The math is written once, as a function object in the op's header (compiled
 // by both the host compiler and nvcc), and run by two shared launchers:
 //   gpu::LaunchScan (kernels/scan.cuh): chosen by shape at launch, a warp (or part of one) per
-//     row for short rows, a block per row for many long rows, and for few long rows three
-//     passes over tiles (each tile's total, the scan of the totals, each tile's scan from its
-//     prefix), every combination in an order fixed by the shape, so the same input gives the
-//     same bits from run to run;
+//     row for short rows, a block per row for many long rows, and for few long rows a block per
+//     tile, each tile's prefix from a look-back over the tiles before it, combined from the
+//     left; every combination in an order fixed by the shape, so the same input gives the same
+//     bits from run to run;
 //   host::RunScan (kernels/scan_cpu.h): each row in order on one thread, rows split across the
 //     CPU pool (host::ParallelFor, kernels/cpu_parallel.h) for large inputs.
 // Both take contiguous rows: `rows` rows of `cols` elements, every input shaped like the output

@@ -219,8 +219,8 @@ def test_cumsum_paths(backend: Backend, dtype: str, shape, reverse: bool) -> Non
     assert_close(backend.to_numpy(result), reference(x64, reverse), dtype, reference(np.abs(x64), reverse))
 
 
-@pytest.mark.parametrize("shape", [(3, 5000), (1, 2**20 + 3), (130, 1023), (700, 1025)], ids=shape_id)
-@pytest.mark.parametrize("dtype", ["float32"])
+@pytest.mark.parametrize("shape", [(3, 3 * 7168 - 1), (1, 2**20 + 3), (130, 1023), (700, 1025)], ids=shape_id)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("backend", backend_params([b for b in BACKENDS if not b.is_jax]), indirect=True)
 def test_cumsum_in_place(backend: Backend, dtype: str, shape) -> None:
     """cumsum(x, out=x) on every path: each element is read before it is written."""
