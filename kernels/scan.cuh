@@ -327,6 +327,8 @@ struct ChainedPrefix {
   }
 };
 
+// A block per tile, the tile of its own index: blocks start in index order, so every tile a
+// look-back waits for is held by a block already running (cub::DeviceScan relies on the same).
 template <typename T, typename Op, typename Fn, typename... In>
 __global__ void __launch_bounds__(kScanTileThreads, kScanTileBlocksPerSm)
     TileScanKernel(Fn fn, int64_t cols, int64_t tiles, bool reverse, TileStates<Compute<T>> states,
