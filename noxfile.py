@@ -80,10 +80,12 @@ def _upgrade(session: nox.Session) -> list[str]:
     return [] if _uv(session) else ["--upgrade"]
 
 
-def _rebuild_project(session: nox.Session) -> list[str]:
-    """Options that rebuild and reinstall the project from these sources, with the newest
-    releases of its dependencies (pip) or those the environment has (uv)."""
-    return ["--reinstall-package", PROJECT] if _uv(session) else ["--upgrade", "--upgrade-strategy", "eager"]
+def _rebuild_project(session: nox.Session, *, eager: bool = True) -> list[str]:
+    """Options that rebuild and reinstall the project from these sources; with pip, `eager`
+    also moves every dependency to its newest release (uv: those the environment has)."""
+    if _uv(session):
+        return ["--reinstall-package", PROJECT]
+    return ["--upgrade", "--upgrade-strategy", "eager"] if eager else ["--upgrade"]
 
 
 def _pip(session: nox.Session) -> None:
@@ -227,7 +229,7 @@ def tests_gpu(session: nox.Session) -> None:
     else:
         session.install(*_upgrade(session), *GPU_FRAMEWORKS)
         # The library built from these sources with CUDA (CUDAARCHS: the architectures).
-        session.install(*_rebuild_project(session), ".[test,jax]", env={"SCALE_LIB_CUDA": "ON"})
+        session.install(*_rebuild_project(session, eager=False), ".[test,jax]", env={"SCALE_LIB_CUDA": "ON"})
     _show_versions(session)
     # python -m: pytest may be the host Python's (SCALE_LIB_GPU_FRAMEWORKS=installed).
     session.run("python", "-m", "pytest", "--require-gpu", *session.posargs)
