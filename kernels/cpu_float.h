@@ -142,27 +142,6 @@ inline SimdLevel SimdAllowed() {
 // for the baseline x86-64, where these loops do not vectorise).
 // ---------------------------------------------------------------------------------------------
 #if defined(SCALE_LIB_X86)
-__attribute__((target("avx,f16c"))) inline void HalfToFloatF16C(const uint16_t* src, float* dst,
-                                                                int64_t n) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    _mm256_storeu_ps(dst + i,
-                     _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
-  }
-  for (; i < n; ++i) dst[i] = HalfToFloat(src[i]);
-}
-
-__attribute__((target("avx,f16c"))) inline void FloatToHalfF16C(const float* src, uint16_t* dst,
-                                                                int64_t n) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m128i h =
-        _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), h);
-  }
-  for (; i < n; ++i) dst[i] = FloatToHalf(src[i]);
-}
-
 // F16C is read from CPUID (leaf 1, ECX bit 29): GCC before 11 has no __builtin_cpu_supports
 // ("f16c"), and the release build's compiler is GCC 10. "avx" also checks that the OS saves the
 // YMM registers.
@@ -233,35 +212,67 @@ inline SimdLevel CpuSimd() {
   return HasAVX2AndF16C() ? SimdLevel::kAVX2 : SimdLevel::kBaseline;
 }
 
-// The target attributes of the two levels above the baseline.
+// The target attributes of the two levels above the baseline, and of the float16 conversions
+// alone (HasF16C()).
 #define SCALE_LIB_TARGET_AVX2 __attribute__((target("avx2,f16c")))
 #define SCALE_LIB_TARGET_AVX512 \
   __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,f16c,prefer-vector-width=512")))
+#define SCALE_LIB_TARGET_F16C __attribute__((target("avx,f16c")))
 
-// The 16-bit conversions of the AVX2 (and F16C) loops above, sixteen at a time: the same results.
 // GCC's AVX-512 intrinsics start from an "undefined" vector that its -Wmaybe-uninitialized
 // reports wherever they are inlined (GCC bug 105593), here silenced.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
-SCALE_LIB_TARGET_AVX512 inline void HalfToFloatAVX512(const uint16_t* src, float* dst, int64_t n) {
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    _mm512_storeu_ps(
-        dst + i, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i))));
-  }
-  for (; i < n; ++i) dst[i] = HalfToFloat(src[i]);
+// float16 <-> float32 with the CPU's conversion instructions: FloatToHalf's results, and
+// HalfToFloat's but for a signalling nan, which comes back quiet (as any arithmetic on it makes
+// it). A block of 8 (F16C) or 16 (AVX-512) at a time, each width in one overload of
+// ConvertLanes; one loop, ConvertHalfN, serves both widths and both directions.
+template <int kLanes>
+struct Lanes {};
+constexpr int kNearestEven = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+
+SCALE_LIB_TARGET_F16C inline void ConvertLanes(const uint16_t* src, float* dst, Lanes<8>) {
+  _mm256_storeu_ps(dst, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src))));
 }
 
-SCALE_LIB_TARGET_AVX512 inline void FloatToHalfAVX512(const float* src, uint16_t* dst, int64_t n) {
+SCALE_LIB_TARGET_F16C inline void ConvertLanes(const float* src, uint16_t* dst, Lanes<8>) {
+  const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(src), kNearestEven);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(dst), h);
+}
+
+SCALE_LIB_TARGET_AVX512 inline void ConvertLanes(const uint16_t* src, float* dst, Lanes<16>) {
+  _mm512_storeu_ps(dst, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src))));
+}
+
+SCALE_LIB_TARGET_AVX512 inline void ConvertLanes(const float* src, uint16_t* dst, Lanes<16>) {
+  const __m256i h = _mm512_cvtps_ph(_mm512_loadu_ps(src), kNearestEven);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), h);
+}
+
+// Inlined into the two entry points below, whose target lets ConvertLanes inline in turn.
+template <int kLanes, typename Src, typename Dst>
+[[gnu::always_inline]] inline void ConvertHalfN(const Src* src, Dst* dst, int64_t n) {
   int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const __m256i h =
-        _mm512_cvtps_ph(_mm512_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), h);
+  for (; i + kLanes <= n; i += kLanes) ConvertLanes(src + i, dst + i, Lanes<kLanes>{});
+  if (i < n) {  // the tail, through a zero-padded block: the same instructions, the same results
+    Src block[kLanes] = {};
+    Dst converted[kLanes];
+    std::memcpy(block, src + i, static_cast<size_t>(n - i) * sizeof(Src));
+    ConvertLanes(block, converted, Lanes<kLanes>{});
+    std::memcpy(dst + i, converted, static_cast<size_t>(n - i) * sizeof(Dst));
   }
-  for (; i < n; ++i) dst[i] = FloatToHalf(src[i]);
+}
+
+template <typename Src, typename Dst>
+SCALE_LIB_TARGET_F16C void ConvertHalfF16C(const Src* src, Dst* dst, int64_t n) {
+  ConvertHalfN<8>(src, dst, n);
+}
+
+template <typename Src, typename Dst>
+SCALE_LIB_TARGET_AVX512 void ConvertHalfAVX512(const Src* src, Dst* dst, int64_t n) {
+  ConvertHalfN<16>(src, dst, n);
 }
 
 // The two bfloat16 conversions are written with GCC's vector extensions, which compile to what
@@ -341,8 +352,8 @@ void LoadN(const T* src, typename FloatMath<T>::Compute* dst, int64_t n) {
   if constexpr (std::is_same_v<T, float16_t>) {
 #if defined(SCALE_LIB_X86)
     const auto* bits = reinterpret_cast<const uint16_t*>(src);
-    if (HasAVX512()) return HalfToFloatAVX512(bits, dst, n);
-    if (HasF16C()) return HalfToFloatF16C(bits, dst, n);
+    if (HasAVX512()) return ConvertHalfAVX512(bits, dst, n);
+    if (HasF16C()) return ConvertHalfF16C(bits, dst, n);
 #endif
     for (int64_t i = 0; i < n; ++i) dst[i] = HalfToFloat(src[i].bits);
   } else if constexpr (std::is_same_v<T, bfloat16_t>) {
@@ -362,8 +373,8 @@ void StoreN(const typename FloatMath<T>::Compute* src, T* dst, int64_t n) {
   if constexpr (std::is_same_v<T, float16_t>) {
 #if defined(SCALE_LIB_X86)
     auto* bits = reinterpret_cast<uint16_t*>(dst);
-    if (HasAVX512()) return FloatToHalfAVX512(src, bits, n);
-    if (HasF16C()) return FloatToHalfF16C(src, bits, n);
+    if (HasAVX512()) return ConvertHalfAVX512(src, bits, n);
+    if (HasF16C()) return ConvertHalfF16C(src, bits, n);
 #endif
     for (int64_t i = 0; i < n; ++i) dst[i].bits = FloatToHalf(src[i]);
   } else if constexpr (std::is_same_v<T, bfloat16_t>) {
