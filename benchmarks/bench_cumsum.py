@@ -1,5 +1,6 @@
 """cumsum (the scan pattern): achieved bandwidth against a device-to-device copy, ``torch.cumsum``
-and ``jax.lax.cumsum``, float32, from one row of 2^24 elements to 65536 rows of 128.
+and ``jax.lax.cumsum``, float32, float64 and bfloat16 on CUDA (float32 on the CPU), from one row
+of 2^24 elements to 65536 rows of 128.
 
     python benchmarks/bench_cumsum.py            # full run (CUDA shapes if a GPU is present)
     python benchmarks/bench_cumsum.py --quick    # seconds, CPU only: a smoke test for CI
@@ -34,6 +35,9 @@ GPU_SHAPES = [
     (32768, 512),
     (512, 32768),
 ]
+GPU_DTYPES = ("float32", "float64", "bfloat16")
+# The largest error against a float64 cumsum, relative to the sum of magnitudes so far.
+TOLERANCE = {"float32": 1e-5, "float64": 1e-12, "bfloat16": 1e-2}
 CPU_SHAPES = [(1, 2**20), (64, 4096), (4096, 128)]
 LARGE_BYTES = 64 * 1024 * 1024  # the bandwidth target holds from inputs of this size
 
@@ -42,7 +46,7 @@ def label(rows: int, cols: int) -> str:
     return f"{rows}x{common.size_label(cols)}"
 
 
-def _jax_time(rows: int, cols: int, repeats: int) -> float | None:
+def _jax_time(rows: int, cols: int, dtype: str, repeats: int) -> float | None:
     try:
         import jax
         import jax.numpy as jnp
@@ -51,20 +55,24 @@ def _jax_time(rows: int, cols: int, repeats: int) -> float | None:
             return None
     except Exception:  # noqa: BLE001 - no JAX, or no JAX GPU: the column stays empty
         return None
-    x = jax.device_put(jnp.asarray(np.random.default_rng(0).standard_normal((rows, cols), np.float32)))
+    if dtype == "float64" and not jax.config.read("jax_enable_x64"):
+        return None  # JAX would compute in float32
+    x = np.random.default_rng(0).standard_normal((rows, cols), np.float32)
+    x = jax.device_put(jnp.asarray(x).astype(dtype))
     fn = jax.jit(lambda a: jax.lax.cumsum(a, axis=1))
     return common.time_host(lambda i: fn(x), repeats, sync=lambda r: r.block_until_ready())
 
 
-def _gpu_case(rows: int, cols: int, repeats: int) -> list[common.Result]:
+def _gpu_case(rows: int, cols: int, dtype: str, repeats: int) -> list[common.Result]:
     import torch
 
-    bytes_moved = 2 * rows * cols * 4
+    kind = getattr(torch, dtype)
+    bytes_moved = 2 * rows * cols * kind.itemsize
     sets = [
         (
-            torch.randn(rows, cols, device="cuda"),
-            torch.empty(rows, cols, device="cuda"),
-            torch.empty(rows, cols, device="cuda"),
+            torch.randn(rows, cols, device="cuda").to(kind),
+            torch.empty(rows, cols, device="cuda", dtype=kind),
+            torch.empty(rows, cols, device="cuda", dtype=kind),
         )
         for _ in range(common.rotation(bytes_moved))
     ]
@@ -81,19 +89,17 @@ def _gpu_case(rows: int, cols: int, repeats: int) -> list[common.Result]:
     got = scale_lib.cumsum(x)
     scale = torch.cumsum(x.abs().double(), -1)  # a running sum's error grows with what it added
     error = (got.double() - torch.cumsum(x.double(), -1)).abs() / scale.clamp_min(1)
-    assert float(error.max()) < 1e-5, "a benchmark of a right answer"
+    assert float(error.max()) < TOLERANCE[dtype], "a benchmark of a right answer"
     assert torch.equal(scale_lib.cumsum(x), got), "the same input gave other bits"
     size = label(rows, cols)
     results = [
-        common.Result("cumsum", impl, "cuda", "float32", size, us, bytes_moved)
+        common.Result("cumsum", impl, "cuda", dtype, size, us, bytes_moved)
         for impl, us in common.time_cuda(impls, repeats).items()
     ]
     sets.clear()  # the GPU memory back before JAX takes its own
-    jax_us = _jax_time(rows, cols, repeats)
+    jax_us = _jax_time(rows, cols, dtype, repeats)
     if jax_us is not None:
-        results.append(
-            common.Result("cumsum", "jax.lax.cumsum", "cuda", "float32", size, jax_us, bytes_moved)
-        )
+        results.append(common.Result("cumsum", "jax.lax.cumsum", "cuda", dtype, size, jax_us, bytes_moved))
     return results
 
 
@@ -125,8 +131,9 @@ def main() -> None:
     if args.device in ("cuda", "all") and not args.quick and common.cuda_available():
         if not scale_lib.cuda_available():
             sys.exit("bench_cumsum: this scale_lib was built without CUDA")
-        for rows, cols in GPU_SHAPES:
-            results += _gpu_case(rows, cols, args.repeats or 50)
+        for dtype in GPU_DTYPES:
+            for rows, cols in GPU_SHAPES:
+                results += _gpu_case(rows, cols, dtype, args.repeats or 50)
     if args.device in ("cpu", "all"):
         shapes = [(4, 256)] if args.quick else CPU_SHAPES
         results += bench_cpu(shapes, args.repeats or (3 if args.quick else 20))

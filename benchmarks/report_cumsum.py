@@ -17,12 +17,12 @@ def section(data: dict) -> list[str]:
         "JAX's own stream. Targets: at least 60% of copy's bandwidth for inputs of 64 MB and more, "
         "whatever the row count; no slower than `torch.cumsum` at any shape measured.",
         "",
-        "| shape | copy | `torch.cumsum` | `jax.lax.cumsum` | scale_lib | scale_lib / copy "
+        "| dtype | shape | copy | `torch.cumsum` | `jax.lax.cumsum` | scale_lib | scale_lib / copy "
         "| vs `torch.cumsum` | targets |",
-        "|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     roofline_ok, faster = [], []
-    for (device, _dtype, size), impl in table.items():
+    for (device, dtype, size), impl in table.items():
         if device != "cuda":
             continue
         copy, torch_, ours = impl["copy"]["gbps"], impl["torch.cumsum"]["gbps"], impl["scale_lib"]["gbps"]
@@ -36,6 +36,7 @@ def section(data: dict) -> list[str]:
         marks.append(f"vs torch {_mark(faster[-1])}")
         out.append(
             _row(
+                dtype,
                 size,
                 f"{copy:.0f}",
                 f"{torch_:.0f}",
