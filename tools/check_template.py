@@ -1,15 +1,18 @@
 #!/usr/bin/env python3
 """The template's own CI (nox -s template): the flows of docs/template.md, run as a user runs them.
 
-    python tools/check_template.py WORKDIR [--only generate|combinations|evolve|update|scaffold]
+    python tools/check_template.py WORKDIR [--only generate|combinations|evolve|update|scaffold] [--jobs N]
 
-Each flow generates libraries (built CPU-only) and checks them with their own noxfile;
-docs/template.md says what each flow checks.
+Each flow generates libraries (built CPU-only) in WORKDIR/<flow> and checks them with their own
+noxfile; docs/template.md says what each flow checks. The flows share nothing, so they run side by
+side, each in a process of its own (--jobs, default one per core): most of a flow's time is one
+process at a time (pip, pre-commit, Sphinx, pytest), and its output is printed when it ends.
 """
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import contextlib
 import os
 import re
@@ -28,8 +31,6 @@ ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tools" / "template_check"  # what an author writes after scaffolding
 PY = sys.executable
 STEPS: list[tuple[str, float]] = []
-GENERATED: set[Path] = set()
-FLOWS: list[str] = []  # the flows this run runs, in order
 # A name much longer than the template's: every line that names the library grows with it.
 LONG_NAME = "acme_fused_attention_kernels"
 # The library's own checks that need no build: every session, path and docs region its docs,
@@ -59,7 +60,6 @@ def step(title: str) -> Iterator[None]:
 
 def generate(name: str, dest: Path, *extra: str, template: Path = ROOT) -> None:
     run(PY, template / "tools" / "new_library.py", name, "--dest", dest, "--force", *extra, cwd=template)
-    GENERATED.add(dest)
     log = run("git", "log", "--oneline", cwd=dest).splitlines()
     assert len(log) == 1, f"{dest}: expected one initial commit, got {log}"
     assert (dest / ".copier-answers.yml").is_file(), "no .copier-answers.yml"
@@ -92,7 +92,7 @@ def template_ops(but: str = "") -> list[str]:
 
 
 def libraries() -> list[tuple[str, list[str]]]:
-    every = template_ops(but="scale")  # checked after evolve removed l2_norm: rms_kernels keeps it
+    every = template_ops(but="scale")
     return [("my_kernels", []), ("rms_kernels", ["rms_norm", "l2_norm"]), (LONG_NAME, every)]
 
 
@@ -121,7 +121,7 @@ def flow_generate(work: Path) -> None:
             assert all((work / name / "tests" / f"test_{op}.py").is_file() for op in ("scale", *ops))
             check_names(work / name, {"scale", *ops})
             check_triton_build(work / name)
-        if name != LONG_NAME or "evolve" not in FLOWS:  # the every-op library: after evolve's changes
+        if name != LONG_NAME:  # the every-op library's: in flow_evolve, after its changes
             with step("  its lint, docs and tests (NumPy)"):
                 check(name, work / name)
             shutil.rmtree(work / name / ".nox")  # a CI disk holds one library's environments, not three
@@ -148,7 +148,7 @@ def flow_combinations(work: Path) -> None:
 def flow_evolve(work: Path) -> None:
     """The every-op library with the long name: the docs' ops added, two examples copied, one removed."""
     name, dest, new_op = LONG_NAME, work / LONG_NAME, [PY, "tools/new_op.py"]
-    if dest not in GENERATED:  # run on its own: a fresh library
+    with step(f"generate {name} with every op"):
         generate(name, dest, "--ops", ",".join(template_ops(but="scale")))
     with step(f"{name}: add silu_mul (its documented vjp), prefix_sum, cumprod (scans), clamp_add (custom)"):
         run(*new_op, "silu_mul", "--inputs", "x,y", cwd=dest)
@@ -305,12 +305,20 @@ def flow_scaffold(work: Path) -> None:
     with step("  lint of the library with its new ops"):
         run("pre-commit", "run", "--all-files", "--show-diff-on-failure", cwd=dest)
     with step("  CPU-only build; the new ops' tests with NumPy, PyTorch, JAX and Paddle"):
-        run(PY, "-m", "pip", "install", "-q", os.environ.get("TORCH_SPEC", "torch"), cwd=dest)
-        env = {f"{name.upper()}_CUDA": "OFF"}
-        run(PY, "-m", "pip", "install", "-q", f"{dest}[test,jax,paddle,array-api]", cwd=dest, env=env)
+        # The frameworks, and what the CUDA build below needs (Triton for the Triton op), in an
+        # environment of this flow's own.
+        config = tomllib.loads((dest / "pyproject.toml").read_text())
+        skbuild = config["tool"]["scikit-build"].get("build", {})
+        build_needs = [*config["build-system"]["requires"], *skbuild.get("requires", [])]
+        venv, env = work / "venv", {f"{name.upper()}_CUDA": "OFF"}
+        run(PY, "-m", "venv", "--clear", venv)
+        project = f"{dest}[test,jax,paddle,array-api]"
+        torch = os.environ.get("TORCH_SPEC", "torch")
+        run(venv / "bin" / "pip", "install", "-q", torch, project, *build_needs, cwd=dest, env=env)
         tests = [f"tests/test_{op}.py" for op in [*ops, "silu_mul_gradients", "signatures", "declared_ops"]]
         tests += ["tests/test_bad_inputs.py", "tests/test_hostile.py", "tests/test_lifetimes.py"]
-        passed(run(PY, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x", *tests, cwd=dest), dest)
+        pytest = [venv / "bin" / "python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x", *tests]
+        passed(run(*pytest, cwd=dest), dest)
     nvcc = shutil.which("nvcc") or next(iter(Path("/usr/local/cuda/bin").glob("nvcc")), None)
     if nvcc is None:
         print("\n== no nvcc: the compile-only CUDA build is skipped")
@@ -318,7 +326,7 @@ def flow_scaffold(work: Path) -> None:
         with step("  compile-only CUDA build of the new ops' kernels, one architecture (75)"):
             build, up = dest / "build" / "cuda75", name.upper()
             options = [f"-D{up}_CUDA=ON", f"-D{up}_TRITON=ON", "-DCMAKE_CUDA_ARCHITECTURES=75"]
-            options += [f"-DCMAKE_CUDA_COMPILER={nvcc}", f"-DPython_EXECUTABLE={PY}"]
+            options += [f"-DCMAKE_CUDA_COMPILER={nvcc}", f"-DPython_EXECUTABLE={venv / 'bin' / 'python'}"]
             options += ["-DSKBUILD_PROJECT_VERSION=0.1.0"]
             run("cmake", "-S", dest, "-B", build, "-G", "Ninja", *options, cwd=dest)
             targets = [f"CMakeFiles/{name}.dir/kernels/{op}/{op}.cu.o" for op in ops]  # tri_fma's: Triton's
@@ -328,6 +336,7 @@ def flow_scaffold(work: Path) -> None:
         left = run("git", "grep", "-l", "tri_fma", cwd=dest, check=False)
         assert not left.strip(), f"files still naming tri_fma: {left}"
         check_triton_build(dest)  # commented out again with the last Triton kernel
+    shutil.rmtree(venv)
 
 
 def commit(repo: Path, message: str) -> None:
@@ -336,19 +345,63 @@ def commit(repo: Path, message: str) -> None:
     run("git", *identity, "commit", "-q", "--no-verify", "-m", message, cwd=repo)
 
 
+def run_flow(flow: str, work: Path) -> None:
+    """One flow, in this process."""
+    globals()[f"flow_{flow}"](work / flow)
+    print(f"\n== flow {flow} passed")
+    print("".join(f"   {took:6.0f} s  {title}\n" for title, took in STEPS), end="", flush=True)
+
+
+def run_flows(flows: list[str], work: Path, jobs: int) -> bool:
+    """Each flow in a process of its own, `jobs` at a time; a flow's output is printed when it
+    ends. Whether every flow passed."""
+
+    def one(flow: str) -> tuple[str, int, float, str]:
+        start = time.monotonic()
+        out = subprocess.run(
+            [PY, "-u", __file__, work, "--only", flow],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        return flow, out.returncode, time.monotonic() - start, out.stdout
+
+    print(f"== flows {', '.join(flows)}: {jobs} at a time", flush=True)
+    results = []
+    with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
+        for done in concurrent.futures.as_completed([pool.submit(one, flow) for flow in flows]):
+            flow, code, took, output = done.result()
+            print(
+                f"\n===== flow {flow}: {'passed' if code == 0 else f'FAILED (exit {code})'} in {took:.0f} s"
+            )
+            print(output, end="", flush=True)
+            results.append((flow, code, took))
+    print("\n== flows:")
+    print(
+        "".join(
+            f"   {took:6.0f} s  {flow}{'' if code == 0 else ': FAILED'}\n" for flow, code, took in results
+        ),
+        end="",
+    )
+    return all(code == 0 for _, code, _ in results)
+
+
 def main(argv: list[str]) -> int:
-    # update before the PyTorch and JAX installs of the scaffold flow
-    flows = {f: globals()[f"flow_{f}"] for f in ("generate", "combinations", "update", "evolve", "scaffold")}
+    flows = ["scaffold", "evolve", "generate", "update", "combinations"]  # the longest first
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("workdir", type=Path)
     parser.add_argument("--only", choices=flows, action="append")
+    parser.add_argument(
+        "--jobs", type=int, default=os.cpu_count() or 1, help="flows at a time (default: cores)"
+    )
     args = parser.parse_args(argv)
-    args.workdir.resolve().mkdir(parents=True, exist_ok=True)
-    FLOWS.extend(args.only or flows)
-    for flow in FLOWS:
-        flows[flow](args.workdir.resolve())
+    work, chosen = args.workdir.resolve(), args.only or flows
+    work.mkdir(parents=True, exist_ok=True)
+    if len(chosen) == 1:
+        run_flow(chosen[0], work)
+    elif not run_flows(chosen, work, max(1, args.jobs)):
+        return 1
     print("\n== template checks passed")
-    print("".join(f"   {took:6.0f} s  {title}\n" for title, took in STEPS), end="")
     return 0
 
 
