@@ -136,10 +136,10 @@ inline SimdLevel SimdAllowed() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Bulk conversion between a storage type and its compute type, for kernels that work on rows or
-// chunks. float16 uses the CPU's F16C conversion instructions, and bfloat16 AVX2, or both
-// AVX-512 (below), when the CPU has them (checked once, at run time: the library itself is built
-// for the baseline x86-64, where these loops do not vectorise).
+// Bulk conversion between a 16-bit storage type and float32, for kernels that work on rows or
+// chunks, with the CPU's vector instructions where it has them (checked once, at run time: the
+// library itself is built for the baseline x86-64, where these loops do not vectorise): float16
+// with F16C, bfloat16 with AVX2, both with AVX-512. LoadN and StoreN (below) choose.
 // ---------------------------------------------------------------------------------------------
 #if defined(SCALE_LIB_X86)
 // F16C is read from CPUID (leaf 1, ECX bit 29): GCC before 11 has no __builtin_cpu_supports
@@ -152,41 +152,6 @@ inline bool HasF16C() {
            __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0;
   }();
   return has;
-}
-
-__attribute__((target("avx2"))) inline void BFloat16ToFloatAVX2(const uint16_t* src, float* dst,
-                                                                int64_t n) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m256i wide =
-        _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i)));
-    _mm256_storeu_ps(dst + i, _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16)));
-  }
-  for (; i < n; ++i) dst[i] = BFloat16ToFloat(src[i]);
-}
-
-// FloatToBFloat16, eight at a time: the same rounding and the same quiet nan.
-__attribute__((target("avx2"))) inline void FloatToBFloat16AVX2(const float* src, uint16_t* dst,
-                                                                int64_t n) {
-  const __m256i round_bias = _mm256_set1_epi32(0x7fff);
-  const __m256i one = _mm256_set1_epi32(1);
-  const __m256i magnitude_mask = _mm256_set1_epi32(0x7fffffff);
-  const __m256i infinity = _mm256_set1_epi32(0x7f800000);
-  const __m256i quiet_bit = _mm256_set1_epi32(0x40);
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m256i bits = _mm256_castps_si256(_mm256_loadu_ps(src + i));
-    const __m256i high = _mm256_srli_epi32(bits, 16);
-    const __m256i rounded = _mm256_srli_epi32(
-        _mm256_add_epi32(_mm256_add_epi32(bits, round_bias), _mm256_and_si256(high, one)), 16);
-    // Signed compare: both sides are below 2^31.
-    const __m256i is_nan = _mm256_cmpgt_epi32(_mm256_and_si256(bits, magnitude_mask), infinity);
-    const __m256i result = _mm256_blendv_epi8(rounded, _mm256_or_si256(high, quiet_bit), is_nan);
-    // Every value fits 16 bits, so the saturating pack keeps it; the permute joins the halves.
-    const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(result, result), 0x08);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), _mm256_castsi256_si128(packed));
-  }
-  for (; i < n; ++i) dst[i] = FloatToBFloat16(src[i]);
 }
 
 inline bool HasAVX2() {
@@ -225,90 +190,114 @@ inline SimdLevel CpuSimd() {
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
-// float16 <-> float32 with the CPU's conversion instructions: FloatToHalf's results, and
-// HalfToFloat's but for a signalling nan, which comes back quiet (as any arithmetic on it makes
-// it). A block of 8 (F16C) or 16 (AVX-512) at a time, each width in one overload of
-// ConvertLanes; one loop, ConvertHalfN, serves both widths and both directions.
+// One block of kLanes values of a Format (Half, BFloat16) converted by ConvertLanes, one overload
+// for each format, width and direction; one loop, ConvertN, serves them all. Each gives the
+// results of the scalar conversions above, but for a signalling float16 nan, which the F16C and
+// AVX-512 instructions return quiet (as any arithmetic on it would make it).
+struct Half {};
+struct BFloat16 {};
 template <int kLanes>
 struct Lanes {};
 constexpr int kNearestEven = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
 
-SCALE_LIB_TARGET_F16C inline void ConvertLanes(const uint16_t* src, float* dst, Lanes<8>) {
+SCALE_LIB_TARGET_F16C inline void ConvertLanes(Half, const uint16_t* src, float* dst, Lanes<8>) {
   _mm256_storeu_ps(dst, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src))));
 }
 
-SCALE_LIB_TARGET_F16C inline void ConvertLanes(const float* src, uint16_t* dst, Lanes<8>) {
+SCALE_LIB_TARGET_F16C inline void ConvertLanes(Half, const float* src, uint16_t* dst, Lanes<8>) {
   const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(src), kNearestEven);
   _mm_storeu_si128(reinterpret_cast<__m128i*>(dst), h);
 }
 
-SCALE_LIB_TARGET_AVX512 inline void ConvertLanes(const uint16_t* src, float* dst, Lanes<16>) {
+SCALE_LIB_TARGET_AVX512 inline void ConvertLanes(Half, const uint16_t* src, float* dst, Lanes<16>) {
   _mm512_storeu_ps(dst, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src))));
 }
 
-SCALE_LIB_TARGET_AVX512 inline void ConvertLanes(const float* src, uint16_t* dst, Lanes<16>) {
+SCALE_LIB_TARGET_AVX512 inline void ConvertLanes(Half, const float* src, uint16_t* dst, Lanes<16>) {
   const __m256i h = _mm512_cvtps_ph(_mm512_loadu_ps(src), kNearestEven);
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), h);
 }
 
-// Inlined into the two entry points below, whose target lets ConvertLanes inline in turn.
-template <int kLanes, typename Src, typename Dst>
-[[gnu::always_inline]] inline void ConvertHalfN(const Src* src, Dst* dst, int64_t n) {
+SCALE_LIB_TARGET_AVX2 inline void ConvertLanes(BFloat16, const uint16_t* src, float* dst,
+                                               Lanes<8>) {
+  const __m256i wide =
+      _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src)));
+  _mm256_storeu_ps(dst, _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16)));
+}
+
+// FloatToBFloat16, eight at a time: the same rounding and the same quiet nan.
+SCALE_LIB_TARGET_AVX2 inline void ConvertLanes(BFloat16, const float* src, uint16_t* dst,
+                                               Lanes<8>) {
+  const __m256i bits = _mm256_castps_si256(_mm256_loadu_ps(src));
+  const __m256i high = _mm256_srli_epi32(bits, 16);
+  const __m256i lsb = _mm256_and_si256(high, _mm256_set1_epi32(1));
+  const __m256i rounded = _mm256_srli_epi32(
+      _mm256_add_epi32(_mm256_add_epi32(bits, _mm256_set1_epi32(0x7fff)), lsb), 16);
+  // Signed compare: both sides are below 2^31.
+  const __m256i magnitude = _mm256_and_si256(bits, _mm256_set1_epi32(0x7fffffff));
+  const __m256i is_nan = _mm256_cmpgt_epi32(magnitude, _mm256_set1_epi32(0x7f800000));
+  const __m256i quiet = _mm256_or_si256(high, _mm256_set1_epi32(0x40));
+  const __m256i result = _mm256_blendv_epi8(rounded, quiet, is_nan);
+  // Every value fits 16 bits, so the saturating pack keeps it; the permute joins the halves.
+  const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(result, result), 0x08);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(dst), _mm256_castsi256_si128(packed));
+}
+
+// The 16-lane bfloat16 conversions are written with GCC's vector extensions, which compile to
+// what the intrinsics would at this width (at 8 lanes the extensions narrow float to bfloat16 in
+// more instructions: 5-8% slower, so the AVX2 ones above keep their intrinsics).
+using U32x16 = uint32_t __attribute__((vector_size(64)));
+using I32x16 = int32_t __attribute__((vector_size(64)));
+using U16x16 = uint16_t __attribute__((vector_size(32)));
+
+SCALE_LIB_TARGET_AVX512 inline void ConvertLanes(BFloat16, const uint16_t* src, float* dst,
+                                                 Lanes<16>) {
+  U16x16 half;
+  std::memcpy(&half, src, sizeof(half));
+  const U32x16 bits = __builtin_convertvector(half, U32x16) << 16;
+  std::memcpy(dst, &bits, sizeof(bits));
+}
+
+SCALE_LIB_TARGET_AVX512 inline void ConvertLanes(BFloat16, const float* src, uint16_t* dst,
+                                                 Lanes<16>) {
+  U32x16 bits;
+  std::memcpy(&bits, src, sizeof(bits));
+  const U32x16 high = bits >> 16;
+  const U32x16 rounded = (bits + 0x7fff + (high & 1)) >> 16;
+  const I32x16 is_nan = (I32x16)(bits & 0x7fffffff) > 0x7f800000;
+  // Every value fits 16 bits: narrowing keeps it.
+  const U16x16 result = __builtin_convertvector(is_nan ? (high | 0x40) : rounded, U16x16);
+  std::memcpy(dst, &result, sizeof(result));
+}
+
+// Inlined into the entry points below, whose target lets ConvertLanes inline in turn.
+template <typename Format, int kLanes, typename Src, typename Dst>
+[[gnu::always_inline]] inline void ConvertN(const Src* src, Dst* dst, int64_t n) {
   int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) ConvertLanes(src + i, dst + i, Lanes<kLanes>{});
+  for (; i + kLanes <= n; i += kLanes) ConvertLanes(Format{}, src + i, dst + i, Lanes<kLanes>{});
   if (i < n) {  // the tail, through a zero-padded block: the same instructions, the same results
     Src block[kLanes] = {};
     Dst converted[kLanes];
     std::memcpy(block, src + i, static_cast<size_t>(n - i) * sizeof(Src));
-    ConvertLanes(block, converted, Lanes<kLanes>{});
+    ConvertLanes(Format{}, block, converted, Lanes<kLanes>{});
     std::memcpy(dst + i, converted, static_cast<size_t>(n - i) * sizeof(Dst));
   }
 }
 
 template <typename Src, typename Dst>
 SCALE_LIB_TARGET_F16C void ConvertHalfF16C(const Src* src, Dst* dst, int64_t n) {
-  ConvertHalfN<8>(src, dst, n);
+  ConvertN<Half, 8>(src, dst, n);
 }
 
 template <typename Src, typename Dst>
-SCALE_LIB_TARGET_AVX512 void ConvertHalfAVX512(const Src* src, Dst* dst, int64_t n) {
-  ConvertHalfN<16>(src, dst, n);
+SCALE_LIB_TARGET_AVX2 void ConvertBFloat16AVX2(const Src* src, Dst* dst, int64_t n) {
+  ConvertN<BFloat16, 8>(src, dst, n);
 }
 
-// The two bfloat16 conversions are written with GCC's vector extensions, which compile to what
-// the intrinsics would at this width. The AVX2 ones keep their intrinsics: at 8 lanes the
-// extensions narrow float to bfloat16 in more instructions (5-8% slower).
-using U32x16 = uint32_t __attribute__((vector_size(64)));
-using I32x16 = int32_t __attribute__((vector_size(64)));
-using U16x16 = uint16_t __attribute__((vector_size(32)));
-SCALE_LIB_TARGET_AVX512 inline void BFloat16ToFloatAVX512(const uint16_t* src, float* dst,
-                                                          int64_t n) {
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    U16x16 half;
-    std::memcpy(&half, src + i, sizeof(half));
-    const U32x16 bits = __builtin_convertvector(half, U32x16) << 16;
-    std::memcpy(dst + i, &bits, sizeof(bits));
-  }
-  for (; i < n; ++i) dst[i] = BFloat16ToFloat(src[i]);
+template <typename Format, typename Src, typename Dst>
+SCALE_LIB_TARGET_AVX512 void ConvertAVX512(const Src* src, Dst* dst, int64_t n) {
+  ConvertN<Format, 16>(src, dst, n);
 }
-
-SCALE_LIB_TARGET_AVX512 inline void FloatToBFloat16AVX512(const float* src, uint16_t* dst,
-                                                          int64_t n) {
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    U32x16 bits;
-    std::memcpy(&bits, src + i, sizeof(bits));
-    const U32x16 high = bits >> 16;
-    const U32x16 rounded = (bits + 0x7fff + (high & 1)) >> 16;
-    const I32x16 is_nan = (I32x16)(bits & 0x7fffffff) > 0x7f800000;
-    // Every value fits 16 bits: narrowing keeps it.
-    const U16x16 result = __builtin_convertvector(is_nan ? (high | 0x40) : rounded, U16x16);
-    std::memcpy(dst + i, &result, sizeof(result));
-  }
-  for (; i < n; ++i) dst[i] = FloatToBFloat16(src[i]);
-}
-
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
@@ -352,15 +341,15 @@ void LoadN(const T* src, typename FloatMath<T>::Compute* dst, int64_t n) {
   if constexpr (std::is_same_v<T, float16_t>) {
 #if defined(SCALE_LIB_X86)
     const auto* bits = reinterpret_cast<const uint16_t*>(src);
-    if (HasAVX512()) return ConvertHalfAVX512(bits, dst, n);
+    if (HasAVX512()) return ConvertAVX512<Half>(bits, dst, n);
     if (HasF16C()) return ConvertHalfF16C(bits, dst, n);
 #endif
     for (int64_t i = 0; i < n; ++i) dst[i] = HalfToFloat(src[i].bits);
   } else if constexpr (std::is_same_v<T, bfloat16_t>) {
 #if defined(SCALE_LIB_X86)
     const auto* bits = reinterpret_cast<const uint16_t*>(src);
-    if (HasAVX512()) return BFloat16ToFloatAVX512(bits, dst, n);
-    if (HasAVX2()) return BFloat16ToFloatAVX2(bits, dst, n);
+    if (HasAVX512()) return ConvertAVX512<BFloat16>(bits, dst, n);
+    if (HasAVX2()) return ConvertBFloat16AVX2(bits, dst, n);
 #endif
     for (int64_t i = 0; i < n; ++i) dst[i] = BFloat16ToFloat(src[i].bits);
   } else {
@@ -373,15 +362,15 @@ void StoreN(const typename FloatMath<T>::Compute* src, T* dst, int64_t n) {
   if constexpr (std::is_same_v<T, float16_t>) {
 #if defined(SCALE_LIB_X86)
     auto* bits = reinterpret_cast<uint16_t*>(dst);
-    if (HasAVX512()) return ConvertHalfAVX512(src, bits, n);
+    if (HasAVX512()) return ConvertAVX512<Half>(src, bits, n);
     if (HasF16C()) return ConvertHalfF16C(src, bits, n);
 #endif
     for (int64_t i = 0; i < n; ++i) dst[i].bits = FloatToHalf(src[i]);
   } else if constexpr (std::is_same_v<T, bfloat16_t>) {
 #if defined(SCALE_LIB_X86)
     auto* bits = reinterpret_cast<uint16_t*>(dst);
-    if (HasAVX512()) return FloatToBFloat16AVX512(src, bits, n);
-    if (HasAVX2()) return FloatToBFloat16AVX2(src, bits, n);
+    if (HasAVX512()) return ConvertAVX512<BFloat16>(src, bits, n);
+    if (HasAVX2()) return ConvertBFloat16AVX2(src, bits, n);
 #endif
     for (int64_t i = 0; i < n; ++i) dst[i].bits = FloatToBFloat16(src[i]);
   } else {
