@@ -51,13 +51,19 @@ inline constexpr int kScanBlockItems = kScanBlockItemBytes / static_cast<int>(si
 inline constexpr int64_t kScanBlockMinCols = 1024;
 // The tiled path, taken when the rows are fewer than kScanFewRowsPerSm per multiprocessor and
 // each row has at least two tiles: tiles of kScanTileThreads x kScanTileItems<C> elements
-// (kScanTileBytes of values a thread: 28 floats, 14 doubles; 16-bit inputs are scanned in float).
-// A tile's look-back runs on the critical path of every later tile, so tiles are large: on an
-// H100, float32 (1, 2^24) took 68 us with tiles of 7168, 72 with 6144 and 80 with 4096.
+// (kScanTileBytes of values a thread, 28 floats; kScanTileBytesDouble, 21 doubles; 16-bit inputs
+// are scanned in float). A tile's look-back runs on the critical path of every later tile, so
+// tiles are large: on an H100, float32 (1, 2^24) took 68 us with tiles of 7168, 72 with 6144 and
+// 80 with 4096. A double's state takes two words to publish (TileStates), so its tiles hold more
+// bytes: float64 (1, 2^24) took 157 us with 14 doubles a thread, 144 with 18 and 138 with 21
+// (float32 gained nothing from 42 floats). A tile passes through shared memory (BlockExchange),
+// under the 48 KB a kernel may declare.
 inline constexpr int kScanTileThreads = 256;
 inline constexpr int kScanTileBytes = 112;
+inline constexpr int kScanTileBytesDouble = 168;
 template <typename C>
-inline constexpr int kScanTileItems = kScanTileBytes / static_cast<int>(sizeof(C));
+inline constexpr int kScanTileItems =
+    (sizeof(C) == 8 ? kScanTileBytesDouble : kScanTileBytes) / static_cast<int>(sizeof(C));
 template <typename C>
 inline constexpr int64_t kScanTile = int64_t{kScanTileThreads} * kScanTileItems<C>;
 inline constexpr int64_t kScanFewRowsPerSm = 4;

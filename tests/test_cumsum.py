@@ -183,7 +183,7 @@ def test_cumsum_reverse(backend: Backend, dtype: str) -> None:
 # of fewer than 1024 elements (each group size and its edges, row counts that leave the last
 # block part-empty), a block per row for many long rows (or for rows of one tile), and a block per
 # tile with a look-back for fewer long rows than 4 per multiprocessor (tiles of 7168 float32 or
-# 3584 float64 values: a tile edge exactly, one past it, rows of a million). The CPU runs the same
+# 5376 float64 values: a tile edge exactly, one past it, rows of a million). The CPU runs the same
 # shapes through its one loop.
 PATH_SHAPES = [
     (37, 1),
@@ -196,8 +196,10 @@ PATH_SHAPES = [
     (3, 65),
     (130, 1023),
     (700, 1025),
-    (5, 3584),
-    (2, 3585),
+    (5, 5376),
+    (2, 5377),
+    (1, 2 * 5376),
+    (2, 2 * 5376 + 1),
     (5, 7168),
     (2, 7169),
     (1, 14336),
