@@ -4,9 +4,8 @@
     python tools/check_template.py WORKDIR [--only generate|combinations|evolve|update|scaffold] [--jobs N]
 
 Each flow generates libraries (built CPU-only) in WORKDIR/<flow> and checks them with their own
-noxfile; docs/template.md says what each flow checks. The flows share nothing, so they run side by
-side, each in a process of its own (--jobs, default one per core): most of a flow's time is one
-process at a time (pip, pre-commit, Sphinx, pytest), and its output is printed when it ends.
+noxfile; docs/template.md says what each flow checks. The flows share nothing: they run side by
+side, a process each (--jobs, default one per core), as most of their steps use one core.
 """
 
 from __future__ import annotations
@@ -30,11 +29,12 @@ from remove_op import declared_ops
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tools" / "template_check"  # what an author writes after scaffolding
 PY = sys.executable
-STEPS: list[tuple[str, float]] = []
 # A name much longer than the template's: every line that names the library grows with it.
 LONG_NAME = "acme_fused_attention_kernels"
 # The library's own checks that need no build: every session, path and docs region its docs,
 # .ci/run and workflows name exists, every number its docs state is rendered or sourced.
+# The libraries flow_generate checks in full (the one with every op: flow_evolve).
+LIBRARIES = [("my_kernels", []), ("rms_kernels", ["rms_norm", "l2_norm"])]
 STATIC_CHECKS = "session or path_named or literalinclude or workflow_parser or number or rendered"
 
 
@@ -50,12 +50,11 @@ def run(*cmd: str | Path, cwd: Path = ROOT, env: dict[str, str] | None = None, c
 
 @contextlib.contextmanager
 def step(title: str) -> Iterator[None]:
-    """Prints the step and, when it passes, its duration (listed again at the end)."""
+    """Prints the step and, when it passes, its duration."""
     print(f"\n== {title}", flush=True)
     start = time.monotonic()
     yield
-    STEPS.append((title, time.monotonic() - start))
-    print(f"   ok ({STEPS[-1][1]:.0f} s)", flush=True)
+    print(f"   ok ({time.monotonic() - start:.0f} s)", flush=True)
 
 
 def generate(name: str, dest: Path, *extra: str, template: Path = ROOT) -> None:
@@ -91,16 +90,17 @@ def template_ops(but: str = "") -> list[str]:
     return [op for op in declared_ops() if op != but]
 
 
-def libraries() -> list[tuple[str, list[str]]]:
-    every = template_ops(but="scale")
-    return [("my_kernels", []), ("rms_kernels", ["rms_norm", "l2_norm"]), (LONG_NAME, every)]
+def build_requires(dest: Path) -> list[str]:
+    """What building the library needs: its build system's requirements and scikit-build's."""
+    config = tomllib.loads((dest / "pyproject.toml").read_text())
+    triton = config["tool"]["scikit-build"].get("build", {}).get("requires", [])  # with Triton kernels
+    return [*config["build-system"]["requires"], *triton]
 
 
 def check_triton_build(dest: Path) -> None:
     """Triton is a build requirement exactly while the library has a Triton kernel."""
     kernels = sorted(p.name for p in (dest / "kernels").glob("*/*.py") if p.parent.name in (p.stem, "triton"))
-    config = tomllib.loads((dest / "pyproject.toml").read_text())["tool"]["scikit-build"]
-    required = any(r.startswith("triton") for r in config.get("build", {}).get("requires", []))
+    required = any(r.startswith("triton") for r in build_requires(dest))
     assert required == bool(kernels), f"{dest.name}: Triton kernels {kernels}, Triton required: {required}"
 
 
@@ -115,22 +115,21 @@ def check_names(dest: Path, kept: set[str]) -> None:
 
 
 def flow_generate(work: Path) -> None:
-    for name, ops in libraries():
+    for name, ops in LIBRARIES:
         with step(f"generate {name} with --ops {','.join(ops) or '(none: scale only)'}"):
             generate(name, work / name, *(["--ops", ",".join(ops)] if ops else []))
             assert all((work / name / "tests" / f"test_{op}.py").is_file() for op in ("scale", *ops))
             check_names(work / name, {"scale", *ops})
             check_triton_build(work / name)
-        if name != LONG_NAME:  # the every-op library's: in flow_evolve, after its changes
-            with step("  its lint, docs and tests (NumPy)"):
-                check(name, work / name)
-            shutil.rmtree(work / name / ".nox")  # a CI disk holds one library's environments, not three
+        with step("  its lint, docs and tests (NumPy)"):
+            check(name, work / name)
+        shutil.rmtree(work / name / ".nox")  # a CI disk holds one library's environments, not three
 
 
 def flow_combinations(work: Path) -> None:
     """Each example op alone: a name left dangling (an op's name in a shared file or in another
     op's) shows in every library without that op."""
-    choices = [op for op in template_ops(but="scale") if [op] not in [ops for _, ops in libraries()]]
+    choices = [op for op in template_ops(but="scale") if [op] not in [ops for _, ops in LIBRARIES]]
     with step(f"generate {len(choices)} more op choices; names, lint, static checks"):
         for op in choices:
             dest = work / "choice"
@@ -150,6 +149,7 @@ def flow_evolve(work: Path) -> None:
     name, dest, new_op = LONG_NAME, work / LONG_NAME, [PY, "tools/new_op.py"]
     with step(f"generate {name} with every op"):
         generate(name, dest, "--ops", ",".join(template_ops(but="scale")))
+        check_triton_build(dest)
     with step(f"{name}: add silu_mul (its documented vjp), prefix_sum, cumprod (scans), clamp_add (custom)"):
         run(*new_op, "silu_mul", "--inputs", "x,y", cwd=dest)
         apply_edits(dest, name, "silu_mul")
@@ -244,17 +244,9 @@ def flow_update(work: Path) -> None:
         run(PY, "tools/new_op.py", "own_op", "--attrs", "alpha:float", cwd=dest)
         commit(dest, "library edits")
     with step("update the library to the template's newest commit (tools/update_from_template.py)"):
-        run(PY, "tools/update_from_template.py", "HEAD", cwd=dest, check=False)
-        # The library listed its ops by hand where the template now derives the list (the README's
-        # op table, the package's exports): its author takes the template's side there (CHANGELOG)
-        # and renders the pages, which the library's own tool (from before the update) may not.
-        for path in ("README.md", "python/my_kernels/__init__.py"):
-            text = (dest / path).read_text()
-            (dest / path).write_text(
-                re.sub(r"^<<<<<<< .*?^=======\n(.*?)^>>>>>>> .*?\n", r"\1", text, flags=re.M | re.S)
-            )
-        run(PY, "tools/render_docs.py", cwd=dest)
-        print("   " + run("git", "status", "--short", cwd=dest).strip().replace("\n", "\n   "))
+        # Where the library listed its ops by hand and the template now derives them, copier's
+        # migration takes the template's side; the library's own tool, from before, knows nothing of it.
+        run(PY, "tools/update_from_template.py", "HEAD", cwd=dest)
         for path, texts in yaml.safe_load((DATA / "edits.yml").read_text())["updated"].items():
             text = (dest / path.replace("scale_lib", "my_kernels")).read_text()
             assert all(t in text for t in texts), f"{path}: not all of {texts} in\n{text[:600]}"
@@ -301,20 +293,15 @@ def flow_scaffold(work: Path) -> None:
         finish_scaffolds(dest)
         # The user formats what they wrote (the formatters fix it; the lint step below checks).
         subprocess.run(["pre-commit", "run", "--all-files"], cwd=dest, capture_output=True, check=False)
-        print("   " + run("git", "status", "--short", cwd=dest).strip().replace("\n", "\n   "))
     with step("  lint of the library with its new ops"):
         run("pre-commit", "run", "--all-files", "--show-diff-on-failure", cwd=dest)
     with step("  CPU-only build; the new ops' tests with NumPy, PyTorch, JAX and Paddle"):
-        # The frameworks, and what the CUDA build below needs (Triton for the Triton op), in an
-        # environment of this flow's own.
-        config = tomllib.loads((dest / "pyproject.toml").read_text())
-        skbuild = config["tool"]["scikit-build"].get("build", {})
-        build_needs = [*config["build-system"]["requires"], *skbuild.get("requires", [])]
+        # The frameworks, and what the CUDA build below needs, in an environment of this flow's own.
         venv, env = work / "venv", {f"{name.upper()}_CUDA": "OFF"}
         run(PY, "-m", "venv", "--clear", venv)
         project = f"{dest}[test,jax,paddle,array-api]"
         torch = os.environ.get("TORCH_SPEC", "torch")
-        run(venv / "bin" / "pip", "install", "-q", torch, project, *build_needs, cwd=dest, env=env)
+        run(venv / "bin" / "pip", "install", "-q", torch, project, *build_requires(dest), cwd=dest, env=env)
         tests = [f"tests/test_{op}.py" for op in [*ops, "silu_mul_gradients", "signatures", "declared_ops"]]
         tests += ["tests/test_bad_inputs.py", "tests/test_hostile.py", "tests/test_lifetimes.py"]
         pytest = [venv / "bin" / "python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x", *tests]
@@ -345,64 +332,28 @@ def commit(repo: Path, message: str) -> None:
     run("git", *identity, "commit", "-q", "--no-verify", "-m", message, cwd=repo)
 
 
-def run_flow(flow: str, work: Path) -> None:
-    """One flow, in this process."""
-    globals()[f"flow_{flow}"](work / flow)
-    print(f"\n== flow {flow} passed")
-    print("".join(f"   {took:6.0f} s  {title}\n" for title, took in STEPS), end="", flush=True)
-
-
-def run_flows(flows: list[str], work: Path, jobs: int) -> bool:
-    """Each flow in a process of its own, `jobs` at a time; a flow's output is printed when it
-    ends. Whether every flow passed."""
-
-    def one(flow: str) -> tuple[str, int, float, str]:
-        start = time.monotonic()
-        out = subprocess.run(
-            [PY, "-u", __file__, work, "--only", flow],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        return flow, out.returncode, time.monotonic() - start, out.stdout
-
-    print(f"== flows {', '.join(flows)}: {jobs} at a time", flush=True)
-    results = []
-    with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
-        for done in concurrent.futures.as_completed([pool.submit(one, flow) for flow in flows]):
-            flow, code, took, output = done.result()
-            print(
-                f"\n===== flow {flow}: {'passed' if code == 0 else f'FAILED (exit {code})'} in {took:.0f} s"
-            )
-            print(output, end="", flush=True)
-            results.append((flow, code, took))
-    print("\n== flows:")
-    print(
-        "".join(
-            f"   {took:6.0f} s  {flow}{'' if code == 0 else ': FAILED'}\n" for flow, code, took in results
-        ),
-        end="",
-    )
-    return all(code == 0 for _, code, _ in results)
-
-
 def main(argv: list[str]) -> int:
     flows = ["scaffold", "evolve", "generate", "update", "combinations"]  # the longest first
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("workdir", type=Path)
     parser.add_argument("--only", choices=flows, action="append")
-    parser.add_argument(
-        "--jobs", type=int, default=os.cpu_count() or 1, help="flows at a time (default: cores)"
-    )
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="flows at once")
     args = parser.parse_args(argv)
     work, chosen = args.workdir.resolve(), args.only or flows
     work.mkdir(parents=True, exist_ok=True)
     if len(chosen) == 1:
-        run_flow(chosen[0], work)
-    elif not run_flows(chosen, work, max(1, args.jobs)):
-        return 1
-    print("\n== template checks passed")
-    return 0
+        globals()[f"flow_{chosen[0]}"](work / chosen[0])
+        return 0
+    with concurrent.futures.ThreadPoolExecutor(max(1, args.jobs)) as pool:  # a process a flow
+        command = [PY, "-u", __file__, work, "--only"]
+        done = pool.map(lambda flow: subprocess.run([*command, flow], capture_output=True, text=True), chosen)
+        runs = dict(zip(chosen, done, strict=True))
+    for flow, out in runs.items():
+        verdict = "FAILED" if out.returncode else "passed"
+        print(f"\n===== flow {flow}: {verdict}\n{out.stdout}{out.stderr}", end="")
+    failed = [flow for flow, out in runs.items() if out.returncode]
+    print(f"\n== template checks {'FAILED: ' + ', '.join(failed) if failed else 'passed'}")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

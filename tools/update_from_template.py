@@ -3,8 +3,9 @@
 
 `copier update` with the answers in .copier-answers.yml: the template's changes since the version
 this project came from (REF: a tag or commit; default the newest) merged three ways into your
-files. Conflicts are left inline (<<<<<<< markers; the tool exits 1 naming the files); nothing is
-committed. `--template PATH_OR_URL`: the template moved. docs/template.md is the manual.
+files. Conflicts are left inline (<<<<<<< markers; the tool exits 1 naming the files) but where
+the template derives what you wrote by hand (resolve_derived); nothing is committed.
+`--template PATH_OR_URL`: the template moved. docs/template.md is the manual.
 """
 
 from __future__ import annotations
@@ -72,11 +73,45 @@ def conflicted() -> set[str]:
     return set(subprocess.run(grep, cwd=ROOT, capture_output=True, text=True).stdout.split())
 
 
+CONFLICT = re.compile(r"^<<<<<<< .*?\n(.*?)^=======\n(.*?)^>>>>>>> .*?\n", re.M | re.S)
+
+
+def resolve_derived() -> list[str]:
+    """Take the template's side of each conflict where it now derives what this project wrote by
+    hand (a rendered region, <!-- render: -->; a list of this project's ops where the template's
+    side names none), render the pages anew; the files resolved. copier runs it after an update's
+    merge (copier.yml: _migrations), whichever copy of this tool started the update."""
+    ops = set(runpy.run_path(str(ROOT / "tools" / "remove_op.py"))["declared_ops"]())
+
+    def take(conflict: re.Match[str]) -> str:
+        before = conflict.string[: conflict.start()]
+        ours, theirs = ({*re.findall(r"\w+", side)} - {"from", "import", "ops"} for side in conflict.groups())
+        listed = bool(ours) and ours <= ops and not theirs & ops
+        rendered = before.rfind("<!-- render:") > before.rfind("<!-- /render -->")
+        return conflict[2] if listed or rendered else conflict[0]
+
+    resolved = []
+    for name in sorted(conflicted()):
+        text = (ROOT / name).read_text()
+        if (merged := CONFLICT.sub(take, text)) != text:
+            (ROOT / name).write_text(merged)
+            resolved.append(name)
+    if resolved:  # marked resolved in git's index, where copier recorded the conflicts
+        subprocess.run(["git", "add", "--", *resolved], cwd=ROOT, check=True)
+        subprocess.run([sys.executable, ROOT / "tools" / "render_docs.py"], cwd=ROOT, check=True)
+    return resolved
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("ref", nargs="?", help="template tag or commit (default: the newest)")
     parser.add_argument("--template", help="where the template is now (rewrites _src_path and commits it)")
+    parser.add_argument("--resolve-derived", action="store_true", help=argparse.SUPPRESS)  # copier's
     args = parser.parse_args(argv)
+    if args.resolve_derived:
+        for name in resolve_derived():
+            print(f"{name}: took the template's side, where it derives the list of ops")
+        return 0
     if not ANSWERS.is_file():
         sys.exit(f"error: no {ANSWERS.name}: this project was not generated from the template")
     if args.template:
