@@ -120,7 +120,8 @@ using Compute = typename FloatMath<T>::Compute;
 // (x86-64: SSE2; aarch64: NEON); on x86-64 its hot loops are also compiled for AVX2 (with F16C)
 // and for AVX-512, and the widest the CPU has runs. Every level computes the same operations in
 // the same order (no fused multiply-add: the library is compiled with -ffp-contract=off), so every
-// level gives the same bits. SCALE_LIB_CPU_SIMD=baseline|avx2 caps the level (read once, at the
+// level gives the same bits (a signalling float16 nan aside: F16C returns it quiet, as arithmetic
+// does). SCALE_LIB_CPU_SIMD=baseline|avx2 caps the level (read once, at the
 // first call; any other value is no cap): to compare the levels, or to rule one out.
 // ---------------------------------------------------------------------------------------------
 enum class SimdLevel : int { kBaseline = 0, kAVX2 = 1, kAVX512 = 2 };

@@ -105,6 +105,7 @@ __global__ void __launch_bounds__(kScanThreads)
   using Scan = cub::BlockScan<C, kScanThreads>;
   __shared__ typename Scan::TempStorage temp;
   constexpr int kItems = kScanBlockItems<C>;
+  static_assert(kItems >= 1, "ScanRowsKernel: a compute type of at most kScanBlockItemBytes");
   constexpr int64_t kTile = int64_t{kScanThreads} * kItems;
   const Op op{};
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {

@@ -4,8 +4,7 @@
     python tools/check_template.py WORKDIR [--only generate|combinations|evolve|update|scaffold] [--jobs N]
 
 Each flow generates libraries (built CPU-only) in WORKDIR/<flow> and checks them with their own
-noxfile; docs/template.md says what each flow checks. The flows share nothing: they run side by
-side, a process each (--jobs, default one per core), as most of their steps use one core.
+noxfile (docs/template.md says what). They share nothing: a process each, --jobs at once (cores).
 """
 
 from __future__ import annotations
@@ -33,9 +32,8 @@ PY = sys.executable
 LONG_NAME = "acme_fused_attention_kernels"
 # The library's own checks that need no build: every session, path and docs region its docs,
 # .ci/run and workflows name exists, every number its docs state is rendered or sourced.
-# The libraries flow_generate checks in full (the one with every op: flow_evolve).
-LIBRARIES = [("my_kernels", []), ("rms_kernels", ["rms_norm", "l2_norm"])]
 STATIC_CHECKS = "session or path_named or literalinclude or workflow_parser or number or rendered"
+LIBRARIES = [("my_kernels", []), ("rms_kernels", ["rms_norm", "l2_norm"])]  # flow_generate's
 
 
 def run(*cmd: str | Path, cwd: Path = ROOT, env: dict[str, str] | None = None, check: bool = True) -> str:
@@ -244,8 +242,7 @@ def flow_update(work: Path) -> None:
         run(PY, "tools/new_op.py", "own_op", "--attrs", "alpha:float", cwd=dest)
         commit(dest, "library edits")
     with step("update the library to the template's newest commit (tools/update_from_template.py)"):
-        # Where the library listed its ops by hand and the template now derives them, copier's
-        # migration takes the template's side; the library's own tool, from before, knows nothing of it.
+        # copier's migration resolves what the template now derives (the library's tool is older).
         run(PY, "tools/update_from_template.py", "HEAD", cwd=dest)
         for path, texts in yaml.safe_load((DATA / "edits.yml").read_text())["updated"].items():
             text = (dest / path.replace("scale_lib", "my_kernels")).read_text()
@@ -299,8 +296,7 @@ def flow_scaffold(work: Path) -> None:
         # The frameworks, and what the CUDA build below needs, in an environment of this flow's own.
         venv, env = work / "venv", {f"{name.upper()}_CUDA": "OFF"}
         run(PY, "-m", "venv", "--clear", venv)
-        project = f"{dest}[test,jax,paddle,array-api]"
-        torch = os.environ.get("TORCH_SPEC", "torch")
+        torch, project = os.environ.get("TORCH_SPEC", "torch"), f"{dest}[test,jax,paddle,array-api]"
         run(venv / "bin" / "pip", "install", "-q", torch, project, *build_requires(dest), cwd=dest, env=env)
         tests = [f"tests/test_{op}.py" for op in [*ops, "silu_mul_gradients", "signatures", "declared_ops"]]
         tests += ["tests/test_bad_inputs.py", "tests/test_hostile.py", "tests/test_lifetimes.py"]

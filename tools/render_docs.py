@@ -62,6 +62,11 @@ def pages() -> list[Path]:
     return top + sorted(p for p in docs.rglob("*.md") if not {"_build", "_generated"} & set(p.parts))
 
 
+def renders(page: Path, text: str, start: int, end: int) -> bool:
+    """Whether ``text[start:end]``, of ``page`` as ``text``, lies in a region this tool renders."""
+    return page in pages() and any(s.start("body") <= start and end <= s.end() for s in SPAN.finditer(text))
+
+
 # -- values --------------------------------------------------------------------------------------
 _OPS: dict[type, Callable] = {
     ast.Add: operator.add,

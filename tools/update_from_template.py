@@ -3,9 +3,8 @@
 
 `copier update` with the answers in .copier-answers.yml: the template's changes since the version
 this project came from (REF: a tag or commit; default the newest) merged three ways into your
-files. Conflicts are left inline (<<<<<<< markers; the tool exits 1 naming the files) but where
-the template derives what you wrote by hand (resolve_derived); nothing is committed.
-`--template PATH_OR_URL`: the template moved. docs/template.md is the manual.
+files. Conflicts are left inline (<<<<<<< markers; exit 1 naming the files) but where the template
+derives what you wrote by hand; nothing is committed. `--template PATH_OR_URL`: it moved.
 """
 
 from __future__ import annotations
@@ -68,37 +67,42 @@ def format_files(paths: list[Path], fix: str = "I", python: Path | None = None) 
 
 
 def conflicted() -> set[str]:
-    """The files (tracked or new) that hold a conflict's opening marker at the start of a line."""
-    grep = ["git", "grep", "--untracked", "-l", "-e", "^<<<<<<< "]
-    return set(subprocess.run(grep, cwd=ROOT, capture_output=True, text=True).stdout.split())
+    """The files (tracked or new) with a line that opens or closes a conflict."""
+    grep = ["git", "grep", "-z", "-I", "--untracked", "-l", "-e", "^<<<<<<< ", "-e", "^>>>>>>> "]
+    return {*subprocess.run(grep, cwd=ROOT, capture_output=True, text=True).stdout.split("\0")} - {""}
 
 
-CONFLICT = re.compile(r"^<<<<<<< .*?\n(.*?)^=======\n(.*?)^>>>>>>> .*?\n", re.M | re.S)
+# A conflict as git merge-file writes it: ours, the base (diff3 style; optional), theirs.
+CONFLICT = re.compile(r"^<{7} .*?\n(.*?)(?:^\|{7}.*?\n.*?)?^={7}\n(.*?)^>{7} .*?(?:\n|\Z)", re.M | re.S)
+
+
+def derived(conflict: re.Match[str], path: Path, tools: dict[str, dict]) -> bool:
+    """Whether the template derives what our side wrote by hand: a page's rendered region, or, in
+    the package's __init__.py, our side lists only our ops and the template's side names none."""
+    ours, theirs, start = *conflict.groups(), conflict.start()
+    whole = conflict.string[:start] + theirs + conflict.string[conflict.end() :]
+    unmarked = "<!-- render:" not in ours + theirs and "<!-- /render -->" not in ours
+    rendered = unmarked and tools["render_docs"]["renders"](path, whole, start, start + len(theirs.rstrip()))
+    ops = {*tools["remove_op"]["declared_ops"]()}
+    names = [{*re.findall(r"\w+", side)} - {"from", "import", "ops"} for side in (ours, theirs)]
+    exports = path == tools["remove_op"]["PACKAGE"] / "__init__.py"
+    return rendered or (exports and bool(names[0]) and names[0] <= ops and not names[1] & ops)
 
 
 def resolve_derived() -> list[str]:
-    """Take the template's side of each conflict where it now derives what this project wrote by
-    hand (a rendered region, <!-- render: -->; a list of this project's ops where the template's
-    side names none), render the pages anew; the files resolved. copier runs it after an update's
-    merge (copier.yml: _migrations), whichever copy of this tool started the update."""
-    ops = set(runpy.run_path(str(ROOT / "tools" / "remove_op.py"))["declared_ops"]())
-
-    def take(conflict: re.Match[str]) -> str:
-        before = conflict.string[: conflict.start()]
-        ours, theirs = ({*re.findall(r"\w+", side)} - {"from", "import", "ops"} for side in conflict.groups())
-        listed = bool(ours) and ours <= ops and not theirs & ops
-        rendered = before.rfind("<!-- render:") > before.rfind("<!-- /render -->")
-        return conflict[2] if listed or rendered else conflict[0]
-
+    """The template's side of each derived conflict, the pages rendered anew; the files left with no
+    conflict. copier runs it after an update's merge (copier.yml: _migrations), whatever the tool."""
+    tools = {n: runpy.run_path(str(ROOT / "tools" / f"{n}.py")) for n in ("render_docs", "remove_op")}
     resolved = []
     for name in sorted(conflicted()):
-        text = (ROOT / name).read_text()
-        if (merged := CONFLICT.sub(take, text)) != text:
-            (ROOT / name).write_text(merged)
-            resolved.append(name)
+        text = (ROOT / name).read_bytes().decode()  # as it is, line endings included
+        merged = CONFLICT.sub(lambda c, path=ROOT / name: c[2] if derived(c, path, tools) else c[0], text)
+        (ROOT / name).write_bytes(merged.encode())
+        resolved += [] if re.search(r"^<<<<<<< ", merged, re.M) else [name]
     if resolved:  # marked resolved in git's index, where copier recorded the conflicts
         subprocess.run(["git", "add", "--", *resolved], cwd=ROOT, check=True)
-        subprocess.run([sys.executable, ROOT / "tools" / "render_docs.py"], cwd=ROOT, check=True)
+    if not conflicted():  # a conflict left in a rendered region is the author's to resolve first
+        subprocess.run([sys.executable, ROOT / "tools" / "render_docs.py"], cwd=ROOT, check=False)
     return resolved
 
 
@@ -108,9 +112,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--template", help="where the template is now (rewrites _src_path and commits it)")
     parser.add_argument("--resolve-derived", action="store_true", help=argparse.SUPPRESS)  # copier's
     args = parser.parse_args(argv)
-    if args.resolve_derived:
-        for name in resolve_derived():
-            print(f"{name}: took the template's side, where it derives the list of ops")
+    if args.resolve_derived:  # never fails the update: what it leaves, the update reports
+        try:
+            print("".join(f"{name}: took the template's side (derived)\n" for name in resolve_derived()))
+        except Exception as error:  # noqa: BLE001
+            print(f"note: no conflict resolved: {error!r}")
         return 0
     if not ANSWERS.is_file():
         sys.exit(f"error: no {ANSWERS.name}: this project was not generated from the template")
@@ -131,9 +137,8 @@ def main(argv: list[str]) -> int:
             )
     command = [tool_python(ROOT), "-m", "copier", "update", "--trust", "--defaults", "--conflict", "inline"]
     before = conflicted()
-    result = subprocess.run(command + (["--vcs-ref", args.ref] if args.ref else []), cwd=ROOT)
-    if result.returncode != 0:
-        return result.returncode
+    if code := subprocess.run(command + (["--vcs-ref", args.ref] if args.ref else []), cwd=ROOT).returncode:
+        return code
     # copier leaves a conflict inline and exits 0: the update is not done until they are resolved.
     if left := sorted(conflicted() - before):
         where = f"conflicts (<<<<<<< blocks) in {', '.join(left)}"
