@@ -98,11 +98,11 @@ def resolve_derived() -> list[str]:
         text = (ROOT / name).read_bytes().decode()  # as it is, line endings included
         merged = CONFLICT.sub(lambda c, path=ROOT / name: c[2] if derived(c, path, tools) else c[0], text)
         (ROOT / name).write_bytes(merged.encode())
-        resolved += [] if re.search(r"^<<<<<<< ", merged, re.M) else [name]
+        resolved += [] if re.search(r"^(<{7}|>{7}) ", merged, re.M) else [name]  # as conflicted() finds
     if resolved:  # marked resolved in git's index, where copier recorded the conflicts
         subprocess.run(["git", "add", "--", *resolved], cwd=ROOT, check=True)
     if not conflicted():  # a conflict left in a rendered region is the author's to resolve first
-        subprocess.run([sys.executable, ROOT / "tools" / "render_docs.py"], cwd=ROOT, check=False)
+        tools["render_docs"]["main"]([])
     return resolved
 
 
