@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 #include <utility>
 
@@ -21,23 +22,32 @@ namespace scale_lib {
 namespace host {
 namespace elementwise {
 
-// 16-bit storage is converted to float in chunks of this many elements per input (8 KB of
-// float32 each: the chunk stays in L1 between conversion, math and conversion back).
-constexpr int64_t kChunk = 2048;
-
-// 16-bit types: each input's chunk is converted to float in bulk, the math runs on float arrays,
-// and the result is converted back in bulk. No __restrict__: out may be an input (in-place).
-template <typename T, typename Fn, size_t... I, typename... In>
-[[gnu::always_inline]] inline void ChunkedLoop(const Fn& fn, int64_t n, T* out,
-                                               std::index_sequence<I...>, const In*... ins) {
+// 16-bit types: a block of host::kBlock values of each input converted to float, the math on
+// float arrays, the block converted back, all inlined into one loop (LoadBlock, StoreBlock); the
+// last n % kBlock values through zero-padded blocks, by the same instructions. No __restrict__:
+// out may be an input (in-place): a block is read whole before it is written. fn is taken by
+// value (see PlainLoop).
+template <typename T, typename Fn, typename Level, size_t... I, typename... In>
+[[gnu::always_inline]] inline void BlockLoop(Level level, const Fn fn, int64_t n, T* out,
+                                             std::index_sequence<I...>, const In*... ins) {
   constexpr size_t N = sizeof...(In);
-  Compute<T> buf[N][kChunk];
-  Compute<T> result[kChunk];
-  for (int64_t start = 0; start < n; start += kChunk) {
-    const int64_t len = std::min(kChunk, n - start);
-    (LoadN(ins + start, buf[I], len), ...);
-    for (int64_t i = 0; i < len; ++i) result[i] = fn(buf[I][i]...);
-    StoreN(result, out + start, len);
+  Compute<T> buf[N][kBlock];
+  Compute<T> result[kBlock];
+  int64_t start = 0;
+  for (; start + kBlock <= n; start += kBlock) {
+    (LoadBlock(level, ins + start, buf[I]), ...);
+    for (int k = 0; k < kBlock; ++k) result[k] = fn(buf[I][k]...);
+    StoreBlock(level, result, out + start);
+  }
+  if (start < n) {
+    const auto tail = static_cast<size_t>(n - start);
+    T block[N][kBlock] = {};
+    T converted[kBlock];
+    (std::memcpy(block[I], ins + start, tail * sizeof(T)), ...);
+    (LoadBlock(level, block[I], buf[I]), ...);
+    for (int k = 0; k < kBlock; ++k) result[k] = fn(buf[I][k]...);
+    StoreBlock(level, result, converted);
+    std::memcpy(out + start, converted, tail * sizeof(T));
   }
 }
 
@@ -50,13 +60,13 @@ template <typename T, typename Fn, size_t... I, typename... In>
   for (int64_t i = 0; i < n; ++i) out[i] = fn(ins[i]...);
 }
 
-template <typename T, typename Fn, size_t... I, typename... In>
-[[gnu::always_inline]] inline void AnyLoop(const Fn& fn, int64_t n, T* out,
+template <typename T, typename Fn, typename Level, size_t... I, typename... In>
+[[gnu::always_inline]] inline void AnyLoop(Level level, const Fn& fn, int64_t n, T* out,
                                            std::index_sequence<I...> inputs, const In*... ins) {
   if constexpr (std::is_same_v<T, Compute<T>>) {
     PlainLoop<T>(fn, n, out, inputs, ins...);
   } else {
-    ChunkedLoop<T>(fn, n, out, inputs, ins...);
+    BlockLoop<T>(level, fn, n, out, inputs, ins...);
   }
 }
 
@@ -70,8 +80,8 @@ void RunElementwise(const Fn& fn, int64_t n, T* out, const In*... ins) {
   // Ranges of whole 64-element blocks, so each thread's vector loop starts aligned.
   ParallelFor(n, kMinItemsPerThread, 64, [&](int64_t begin, int64_t end) {
     // fn is inlined into each level's loop (RunWidest), so its math is vectorised 8 or 16 wide.
-    RunWidest([&]() SCALE_LIB_INLINE {
-      elementwise::AnyLoop<T>(fn, end - begin, out + begin, std::index_sequence_for<In...>{},
+    RunWidest([&](auto level) SCALE_LIB_INLINE {
+      elementwise::AnyLoop<T>(level, fn, end - begin, out + begin, std::index_sequence_for<In...>{},
                               (ins + begin)...);
     });
   });
