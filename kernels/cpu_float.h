@@ -360,9 +360,9 @@ void RunWidest(const Body& body) {
 // instructions inlined into the caller's loop, which the level says it is compiled for (the
 // caller is a RunWidest body, given its level): a loop that converts, computes and stores a block
 // at a time reads and writes memory as one stream, as a float loop does, where converting a
-// chunk at a time (LoadN, StoreN) makes the memory wait in turns (1.4x the time for 8 MB of
-// bfloat16). The same results as LoadN and StoreN at every level (a signalling float16 nan
-// aside, see ConvertLanes).
+// chunk at a time (LoadN, StoreN) makes the memory wait in turns (about 1.3x the time for 8 MB
+// of bfloat16 on one core). The same results as LoadN and StoreN at every level (a signalling
+// float16 nan aside, see ConvertLanes).
 constexpr int kBlock = 16;
 
 template <typename T, SimdLevel kLevel>

@@ -4,7 +4,7 @@
 //   gpu::LaunchElementwise (kernels/elementwise.cuh): 16-byte vectors, aligned and unaligned
 //     paths, the tail, a no-loop path for small inputs, 64-bit indices, the launch check;
 //   host::RunElementwise (kernels/elementwise_cpu.h): threads for large inputs, loops the
-//     compiler vectorises, 16-bit storage converted in cache-sized chunks.
+//     compiler vectorises, 16-bit storage converted 16 values at a time inside them.
 // The function object takes one value per input in the compute type C (float for 16-bit and
 // float32 storage, double for float64) and returns the output's value in C. Its parameters
 // (factors, ...) are members, converted to C once by the caller:

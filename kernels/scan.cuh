@@ -16,9 +16,9 @@
 //     multiprocessor): TileScanKernel, one pass over tiles of kScanTileThreads x
 //     kScanTileItems<C> elements, a block per tile, each tile's prefix found by a look-back over
 //     the totals and prefixes the tiles before it publish in a workspace (TileStates: 8 bytes a
-//     tile for float, 20 for double, the statuses zeroed before the launch). The workspace
-//     comes from the calling framework's allocator; a
-//     caller that publishes none (CuPy) gets the block-per-row path.
+//     tile for float, 16 for double, zeroed before the launch). The workspace comes from the
+//     calling framework's allocator; a caller that publishes none (CuPy) gets the block-per-row
+//     path.
 // Every combination happens in an order that the shape alone fixes (the look-back's included:
 // see ChainedPrefix), so the same input gives the same bits on every run.
 #ifndef SCALE_LIB_KERNELS_SCAN_CUH_
@@ -54,10 +54,9 @@ inline constexpr int64_t kScanBlockMinCols = 1024;
 // (kScanTileBytes of values a thread, 28 floats; kScanTileBytesDouble, 21 doubles; 16-bit inputs
 // are scanned in float). A tile's look-back runs on the critical path of every later tile, so
 // tiles are large: on an H100, float32 (1, 2^24) took 68 us with tiles of 7168, 72 with 6144 and
-// 80 with 4096. A double's state takes two words to publish (TileStates), so its tiles hold more
-// bytes: float64 (1, 2^24) took 157 us with 14 doubles a thread, 144 with 18 and 138 with 21
-// (float32 gained nothing from 42 floats). A tile passes through shared memory (BlockExchange),
-// under the 48 KB a kernel may declare.
+// 80 with 4096. Double tiles hold more bytes: float64 (1, 2^24) took 122 us with 14 doubles a
+// thread, 114 with 18 and 110 with 21 (float32 gained nothing from 42 floats). A tile passes
+// through shared memory (BlockExchange), under the 48 KB a kernel may declare.
 inline constexpr int kScanTileThreads = 256;
 inline constexpr int kScanTileBytes = 112;
 inline constexpr int kScanTileBytesDouble = 168;
@@ -220,18 +219,17 @@ struct TileState {
   C value;
 };
 
-// The tiles' states in the workspace, whose first ZeroedBytes are zeroed before the launch. A
-// float state is one 64-bit word, status and value stored and loaded together. A double one is
-// a status released after its value, each kind of value in its own array (so that a reader that
-// saw kTileTotal never reads an inclusive prefix written since).
+// The tiles' states in the workspace, zeroed before the launch: status and value stored and
+// loaded together by one access, which a reader sees whole or not at all. A float state is one
+// 64-bit word; a double one is 16 bytes, accessed as PTX's 128-bit type (single-copy atomic;
+// sm_70 and later). (A status released after its value, in two accesses, made every look-back
+// step two dependent loads: float64 (1, 2^24) took 138 us against 110 on an H100.)
 template <typename C, bool kOneWord = sizeof(C) == 4>
 struct TileStates {
   unsigned long long* words;  // [tiles]
 
-  static int64_t ZeroedBytes(int64_t tiles) { return tiles * 8; }
-  static int64_t Bytes(int64_t tiles) { return ZeroedBytes(tiles); }
-  TileStates(void* workspace, int64_t /*tiles*/)
-      : words(static_cast<unsigned long long*>(workspace)) {}
+  static int64_t Bytes(int64_t tiles) { return tiles * 8; }
+  explicit TileStates(void* workspace) : words(static_cast<unsigned long long*>(workspace)) {}
 
   __device__ void Publish(int64_t tile, unsigned status, C value) const {
     const unsigned long long word =
@@ -250,29 +248,30 @@ struct TileStates {
 
 template <typename C>
 struct TileStates<C, false> {
-  unsigned* status;  // [tiles]
-  C* totals;         // [tiles]
-  C* inclusive;      // [tiles]
+  static_assert(sizeof(C) == 8, "a 16-byte state: a status word and a 64-bit value");
+  unsigned long long* words;  // [2 * tiles]: status, value
 
-  static int64_t ZeroedBytes(int64_t tiles) { return (tiles + 1) / 2 * 8; }
-  static int64_t Bytes(int64_t tiles) {
-    return ZeroedBytes(tiles) + 2 * tiles * static_cast<int64_t>(sizeof(C));
-  }
-  TileStates(void* workspace, int64_t tiles)
-      : status(static_cast<unsigned*>(workspace)),
-        totals(reinterpret_cast<C*>(static_cast<char*>(workspace) + ZeroedBytes(tiles))),
-        inclusive(totals + tiles) {}
+  static int64_t Bytes(int64_t tiles) { return tiles * 16; }
+  explicit TileStates(void* workspace) : words(static_cast<unsigned long long*>(workspace)) {}
 
-  __device__ void Publish(int64_t tile, unsigned state, C value) const {
-    (state == kTileTotal ? totals : inclusive)[tile] = value;
-    cuda::atomic_ref<unsigned, cuda::thread_scope_device>(status[tile])
-        .store(state, cuda::memory_order_release);
+  __device__ void Publish(int64_t tile, unsigned status, C value) const {
+    const unsigned long long bits = cuda::std::bit_cast<unsigned long long>(value);
+    asm volatile(
+        "{\n\t.reg .b128 state;\n\tmov.b128 state, {%1, %2};\n\t"
+        "st.relaxed.gpu.global.b128 [%0], state;\n\t}"
+        :
+        : "l"(words + 2 * tile), "l"(static_cast<unsigned long long>(status)), "l"(bits)
+        : "memory");
   }
   __device__ TileState<C> Load(int64_t tile) const {
-    const unsigned state = cuda::atomic_ref<unsigned, cuda::thread_scope_device>(status[tile])
-                               .load(cuda::memory_order_acquire);
-    if (state == kTileEmpty) return {state, C{}};
-    return {state, (state == kTileTotal ? totals : inclusive)[tile]};
+    unsigned long long status = 0, bits = 0;
+    asm volatile(
+        "{\n\t.reg .b128 state;\n\tld.relaxed.gpu.global.b128 state, [%2];\n\t"
+        "mov.b128 {%0, %1}, state;\n\t}"
+        : "=l"(status), "=l"(bits)
+        : "l"(words + 2 * tile)
+        : "memory");
+    return {static_cast<unsigned>(status), cuda::std::bit_cast<C>(bits)};
   }
 };
 
@@ -426,10 +425,11 @@ void LaunchScan(const Fn& fn, int64_t rows, int64_t cols, bool reverse, cudaStre
   const int64_t bytes = TileStates<C>::Bytes(rows * tiles);
   ffi::Tensor workspace = AllocFromFramework(ffi::Shape({cuda::ceil_div(bytes, int64_t{8})}),
                                              kInt64, DLDevice{kDLCUDA, device});
-  TVM_FFI_CHECK_CUDA_ERROR(
-      cudaMemsetAsync(workspace.data_ptr(), 0, TileStates<C>::ZeroedBytes(rows * tiles), stream));
+  TVM_FFI_ICHECK_EQ(reinterpret_cast<uintptr_t>(workspace.data_ptr()) % 16, 0)
+      << "the framework's allocator returned memory less aligned than 16 bytes";
+  TVM_FFI_CHECK_CUDA_ERROR(cudaMemsetAsync(workspace.data_ptr(), 0, bytes, stream));
   TileScanKernel<T, Op><<<static_cast<unsigned int>(rows * tiles), kScanTileThreads, 0, stream>>>(
-      fn, cols, tiles, reverse, TileStates<C>(workspace.data_ptr(), rows * tiles), out, ins...);
+      fn, cols, tiles, reverse, TileStates<C>(workspace.data_ptr()), out, ins...);
   CHECK_CUDA_LAUNCH();
   // The workspace goes back to the framework's allocator here; its stream-ordered reuse comes
   // after this launch on the same stream.
