@@ -29,34 +29,34 @@ constexpr int64_t kChunk = 2048;
 // What an element costs against a simple elementwise one (host::ParallelForRows's cost_per_item).
 constexpr int64_t kExpCost = 4;
 
-// kLanes values as vectors of 16 bytes, which every instruction set has: the selects and sums of
-// the loops below stay scalar when left to the auto-vectoriser. Lane k is element k % kPerVec of
-// vector k / kPerVec whatever the width the compiler uses, so every instruction set adds (and
-// compares) the same values in the same order: the same bits.
+// kLanes values as one vector (GCC's vector extension): the selects and sums of the loops below
+// stay scalar when left to the auto-vectoriser. Lane k is element k whatever the width the
+// compiler splits the vector into (one AVX-512 register of floats, two of AVX2, four of SSE2), so
+// every instruction set adds (and compares) the same values in the same order: the same bits.
+// (Vectors of 16 bytes cost AVX-512 three extractions a block to add an exp computed 16 wide.)
 template <typename CT>
-struct LaneVectors {
-  typedef CT Vec __attribute__((vector_size(16)));
-  static constexpr int kPerVec = 16 / sizeof(CT), kVecs = kLanes / kPerVec;
-  Vec v[kVecs];
+struct LaneVector {
+  typedef CT Vec __attribute__((vector_size(kLanes * sizeof(CT))));
+  Vec v;
 
-  static LaneVectors Load(const CT* values) {
-    LaneVectors lanes;
-    std::memcpy(lanes.v, values, sizeof(lanes.v));
+  static LaneVector Load(const CT* values) {
+    LaneVector lanes;
+    std::memcpy(&lanes.v, values, sizeof(lanes.v));
     return lanes;
   }
-  void Store(CT* values) const { std::memcpy(values, v, sizeof(v)); }
+  void Store(CT* values) const { std::memcpy(values, &v, sizeof(v)); }
 };
 
 // lanes[k] = max(lanes[k], v[i]) for i % kLanes == k. A NaN never wins: it makes its row NaN
 // through the sum of exponentials instead, as a NaN maximum would.
 template <typename CT>
 [[gnu::always_inline]] inline void MaxInto(CT* lanes, const CT* v, int64_t n) {
-  using L = LaneVectors<CT>;
+  using L = LaneVector<CT>;
   L m = L::Load(lanes);
   const int64_t whole = n - n % kLanes;
   for (int64_t i = 0; i < whole; i += kLanes) {
     const L b = L::Load(v + i);
-    for (int j = 0; j < L::kVecs; ++j) m.v[j] = b.v[j] > m.v[j] ? b.v[j] : m.v[j];
+    m.v = b.v > m.v ? b.v : m.v;
   }
   m.Store(lanes);
   for (int64_t i = whole; i < n; ++i) {
@@ -68,14 +68,14 @@ template <typename CT>
 // may be v: each block of kLanes values is read whole before it is written).
 template <bool kStore, typename CT>
 [[gnu::always_inline]] inline void AddExpInto(CT* lanes, const CT* v, int64_t n, CT max, CT* e) {
-  using L = LaneVectors<CT>;
+  using L = LaneVector<CT>;
   L sums = L::Load(lanes);
   const int64_t whole = n - n % kLanes;
   for (int64_t i = 0; i < whole; i += kLanes) {
     CT block[kLanes];
     for (int k = 0; k < kLanes; ++k) block[k] = Exp(v[i + k] - max);
     const L b = L::Load(block);
-    for (int j = 0; j < L::kVecs; ++j) sums.v[j] += b.v[j];
+    sums.v += b.v;
     if constexpr (kStore) std::memcpy(e + i, block, sizeof(block));
   }
   sums.Store(lanes);
