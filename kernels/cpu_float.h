@@ -306,7 +306,7 @@ SCALE_LIB_TARGET_AVX512 void ConvertAVX512(const Src* src, Dst* dst, int64_t n) 
 #endif
 
 // The level a RunWidest body is compiled for, as a type (Simd<SimdLevel::kAVX512>): a body that
-// takes it can call what inlines only at that level (LoadBlock, StoreBlock).
+// takes it can call what inlines only at that level (ConvertBlock).
 template <SimdLevel kLevel>
 using Simd = std::integral_constant<SimdLevel, kLevel>;
 
@@ -339,7 +339,7 @@ SCALE_LIB_TARGET_AVX512 void RunAVX512(const Body& body) {
 // each its own function, on x86-64; the baseline elsewhere. body is a lambda marked
 // SCALE_LIB_INLINE whose loops are in functions marked [[gnu::always_inline]]:
 //   host::RunWidest([&]() SCALE_LIB_INLINE { MyRows(x, out, cols, begin, end); });
-// A body that takes an argument is given its level (Simd<...>), for LoadBlock and StoreBlock:
+// A body that takes an argument is given its level (Simd<...>), for ConvertBlock:
 //   host::RunWidest([&](auto level) SCALE_LIB_INLINE { MyRows(level, x, out, cols, begin, end); });
 template <typename Body>
 void RunWidest(const Body& body) {
@@ -356,43 +356,46 @@ void RunWidest(const Body& body) {
   CallAt<SimdLevel::kBaseline>(body);
 }
 
-// kBlock values of a 16-bit type converted to float (LoadBlock) or back (StoreBlock) by
-// instructions inlined into the caller's loop, which the level says it is compiled for (the
-// caller is a RunWidest body, given its level): a loop that converts, computes and stores a block
-// at a time reads and writes memory as one stream, as a float loop does, where converting a
-// chunk at a time (LoadN, StoreN) makes the memory wait in turns (about 1.3x the time for 8 MB
-// of bfloat16 on one core). The same results as LoadN and StoreN at every level (a signalling
-// float16 nan aside, see ConvertLanes).
+// ConvertBlock(level, src, dst): kBlock values of a 16-bit type to float, or back (the pointers'
+// types say which), by instructions inlined into the caller's loop, compiled for `level` (the
+// caller is a RunWidest body, given its level). A loop that converts, computes and stores a block
+// at a time reads and writes memory as one stream, as a float loop does; converting a chunk at a
+// time (LoadN, StoreN) makes the memory wait in turns (about 1.3x the time for 8 MB of bfloat16
+// on one core). The same results as LoadN and StoreN at every level (a signalling float16 nan
+// aside, see ConvertLanes).
 constexpr int kBlock = 16;
 
-template <typename T, SimdLevel kLevel>
-[[gnu::always_inline]] inline void LoadBlock(Simd<kLevel>, const T* src, float* dst) {
-#if defined(SCALE_LIB_X86)
-  using Format = std::conditional_t<std::is_same_v<T, float16_t>, Half, BFloat16>;
-  const auto* bits = reinterpret_cast<const uint16_t*>(src);
-  if constexpr (kLevel == SimdLevel::kAVX512) {
-    return ConvertLanes(Format{}, bits, dst, Lanes<16>{});
-  } else if constexpr (kLevel == SimdLevel::kAVX2) {
-    ConvertLanes(Format{}, bits, dst, Lanes<8>{});
-    return ConvertLanes(Format{}, bits + 8, dst + 8, Lanes<8>{});
+// The elements as ConvertLanes takes them: a 16-bit type's as its bits, float's as they are.
+template <typename T>
+[[gnu::always_inline]] inline auto* LaneBits(T* p) {
+  if constexpr (std::is_same_v<std::remove_const_t<T>, float>) {
+    return p;
+  } else {
+    using Bits = std::conditional_t<std::is_const_v<T>, const uint16_t, uint16_t>;
+    return reinterpret_cast<Bits*>(p);
   }
-#endif
-  for (int k = 0; k < kBlock; ++k) dst[k] = FloatMath<T>::Load(src[k]);
 }
 
-template <typename T, SimdLevel kLevel>
-[[gnu::always_inline]] inline void StoreBlock(Simd<kLevel>, const float* src, T* dst) {
+template <typename Src, typename Dst, SimdLevel kLevel>
+[[gnu::always_inline]] inline void ConvertBlock(Simd<kLevel>, const Src* src, Dst* dst) {
+  constexpr bool kLoad = std::is_same_v<Dst, float>;
+  using T = std::conditional_t<kLoad, Src, Dst>;
 #if defined(SCALE_LIB_X86)
   using Format = std::conditional_t<std::is_same_v<T, float16_t>, Half, BFloat16>;
-  auto* bits = reinterpret_cast<uint16_t*>(dst);
   if constexpr (kLevel == SimdLevel::kAVX512) {
-    return ConvertLanes(Format{}, src, bits, Lanes<16>{});
+    return ConvertLanes(Format{}, LaneBits(src), LaneBits(dst), Lanes<16>{});
   } else if constexpr (kLevel == SimdLevel::kAVX2) {
-    ConvertLanes(Format{}, src, bits, Lanes<8>{});
-    return ConvertLanes(Format{}, src + 8, bits + 8, Lanes<8>{});
+    ConvertLanes(Format{}, LaneBits(src), LaneBits(dst), Lanes<8>{});
+    return ConvertLanes(Format{}, LaneBits(src + 8), LaneBits(dst + 8), Lanes<8>{});
   }
 #endif
-  for (int k = 0; k < kBlock; ++k) dst[k] = FloatMath<T>::Store(src[k]);
+  for (int k = 0; k < kBlock; ++k) {
+    if constexpr (kLoad) {
+      dst[k] = FloatMath<T>::Load(src[k]);
+    } else {
+      dst[k] = FloatMath<T>::Store(src[k]);
+    }
+  }
 }
 
 template <typename T>

@@ -23,7 +23,7 @@ namespace host {
 namespace elementwise {
 
 // 16-bit types: a block of host::kBlock values of each input converted to float, the math on
-// float arrays, the block converted back, all inlined into one loop (LoadBlock, StoreBlock); the
+// float arrays, the block converted back, all inlined into one loop (ConvertBlock); the
 // last n % kBlock values through zero-padded blocks, by the same instructions. No __restrict__:
 // out may be an input (in-place): a block is read whole before it is written. fn is taken by
 // value (see PlainLoop).
@@ -35,18 +35,18 @@ template <typename T, typename Fn, typename Level, size_t... I, typename... In>
   Compute<T> result[kBlock];
   int64_t start = 0;
   for (; start + kBlock <= n; start += kBlock) {
-    (LoadBlock(level, ins + start, buf[I]), ...);
+    (ConvertBlock(level, ins + start, buf[I]), ...);
     for (int k = 0; k < kBlock; ++k) result[k] = fn(buf[I][k]...);
-    StoreBlock(level, result, out + start);
+    ConvertBlock(level, result, out + start);
   }
   if (start < n) {
     const auto tail = static_cast<size_t>(n - start);
     T block[N][kBlock] = {};
     T converted[kBlock];
     (std::memcpy(block[I], ins + start, tail * sizeof(T)), ...);
-    (LoadBlock(level, block[I], buf[I]), ...);
+    (ConvertBlock(level, block[I], buf[I]), ...);
     for (int k = 0; k < kBlock; ++k) result[k] = fn(buf[I][k]...);
-    StoreBlock(level, result, converted);
+    ConvertBlock(level, result, converted);
     std::memcpy(out + start, converted, tail * sizeof(T));
   }
 }
