@@ -387,6 +387,9 @@ template <typename Src, typename Dst, SimdLevel kLevel>
   } else if constexpr (kLevel == SimdLevel::kAVX2) {
     ConvertLanes(Format{}, LaneBits(src), LaneBits(dst), Lanes<8>{});
     return ConvertLanes(Format{}, LaneBits(src + 8), LaneBits(dst + 8), Lanes<8>{});
+  } else if constexpr (std::is_same_v<T, float16_t>) {
+    // A CPU with F16C but not AVX2 (Ivy Bridge) runs the baseline loops: F16C, not inlined.
+    if (HasF16C()) return ConvertHalfF16C(LaneBits(src), LaneBits(dst), kBlock);
   }
 #endif
   for (int k = 0; k < kBlock; ++k) {

@@ -29,34 +29,38 @@ constexpr int64_t kChunk = 2048;
 // What an element costs against a simple elementwise one (host::ParallelForRows's cost_per_item).
 constexpr int64_t kExpCost = 4;
 
-// kLanes values as one vector (GCC's vector extension): the selects and sums of the loops below
-// stay scalar when left to the auto-vectoriser. Lane k is element k whatever the width the
-// compiler splits the vector into (one AVX-512 register of floats, two of AVX2, four of SSE2), so
-// every instruction set adds (and compares) the same values in the same order: the same bits.
-// (Vectors of 16 bytes cost AVX-512 three extractions a block to add an exp computed 16 wide.)
+// kLanes values as vectors of 64 bytes (GCC's vector extension; one for float, two for double):
+// the selects and sums of the loops below stay scalar when left to the auto-vectoriser. Lane k is
+// element k % kPerVec of vector k / kPerVec whatever the width the compiler splits a vector into
+// (one AVX-512 register, two of AVX2, four of SSE2), so every instruction set adds (and compares)
+// the same values in the same order: the same bits. (Vectors of 16 bytes cost AVX-512 three
+// extractions a block to add an exp computed 16 wide; one vector of 16 doubles made GCC's select
+// scalar.) Load and Store are always inlined: a struct of one 64-byte vector is returned in a
+// register or in memory depending on the instruction set the function is compiled for.
 template <typename CT>
-struct LaneVector {
-  typedef CT Vec __attribute__((vector_size(kLanes * sizeof(CT))));
-  Vec v;
+struct LaneVectors {
+  typedef CT Vec __attribute__((vector_size(64)));
+  static constexpr int kPerVec = 64 / sizeof(CT), kVecs = kLanes / kPerVec;
+  Vec v[kVecs];
 
-  static LaneVector Load(const CT* values) {
-    LaneVector lanes;
-    std::memcpy(&lanes.v, values, sizeof(lanes.v));
+  [[gnu::always_inline]] static LaneVectors Load(const CT* values) {
+    LaneVectors lanes;
+    std::memcpy(lanes.v, values, sizeof(lanes.v));
     return lanes;
   }
-  void Store(CT* values) const { std::memcpy(values, &v, sizeof(v)); }
+  [[gnu::always_inline]] void Store(CT* values) const { std::memcpy(values, v, sizeof(v)); }
 };
 
 // lanes[k] = max(lanes[k], v[i]) for i % kLanes == k. A NaN never wins: it makes its row NaN
 // through the sum of exponentials instead, as a NaN maximum would.
 template <typename CT>
 [[gnu::always_inline]] inline void MaxInto(CT* lanes, const CT* v, int64_t n) {
-  using L = LaneVector<CT>;
+  using L = LaneVectors<CT>;
   L m = L::Load(lanes);
   const int64_t whole = n - n % kLanes;
   for (int64_t i = 0; i < whole; i += kLanes) {
     const L b = L::Load(v + i);
-    m.v = b.v > m.v ? b.v : m.v;
+    for (int j = 0; j < L::kVecs; ++j) m.v[j] = b.v[j] > m.v[j] ? b.v[j] : m.v[j];
   }
   m.Store(lanes);
   for (int64_t i = whole; i < n; ++i) {
@@ -68,14 +72,14 @@ template <typename CT>
 // may be v: each block of kLanes values is read whole before it is written).
 template <bool kStore, typename CT>
 [[gnu::always_inline]] inline void AddExpInto(CT* lanes, const CT* v, int64_t n, CT max, CT* e) {
-  using L = LaneVector<CT>;
+  using L = LaneVectors<CT>;
   L sums = L::Load(lanes);
   const int64_t whole = n - n % kLanes;
   for (int64_t i = 0; i < whole; i += kLanes) {
     CT block[kLanes];
     for (int k = 0; k < kLanes; ++k) block[k] = Exp(v[i + k] - max);
     const L b = L::Load(block);
-    sums.v += b.v;
+    for (int j = 0; j < L::kVecs; ++j) sums.v[j] += b.v[j];
     if constexpr (kStore) std::memcpy(e + i, block, sizeof(block));
   }
   sums.Store(lanes);
