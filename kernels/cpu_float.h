@@ -365,6 +365,7 @@ void RunWidest(const Body& body) {
 // aside, see ConvertLanes).
 constexpr int kBlock = 16;
 
+#if defined(SCALE_LIB_X86)
 // The elements as ConvertLanes takes them: a 16-bit type's as its bits, float's as they are.
 template <typename T>
 [[gnu::always_inline]] inline auto* LaneBits(T* p) {
@@ -375,6 +376,7 @@ template <typename T>
     return reinterpret_cast<Bits*>(p);
   }
 }
+#endif
 
 template <typename Src, typename Dst, SimdLevel kLevel>
 [[gnu::always_inline]] inline void ConvertBlock(Simd<kLevel>, const Src* src, Dst* dst) {

@@ -8,7 +8,6 @@
 #ifndef SCALE_LIB_KERNELS_ELEMENTWISE_CPU_H_
 #define SCALE_LIB_KERNELS_ELEMENTWISE_CPU_H_
 
-#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
