@@ -8,8 +8,9 @@
 //     tile, each tile's prefix from a look-back over the tiles before it, combined from the
 //     left; every combination in an order fixed by the shape, so the same input gives the same
 //     bits from run to run;
-//   host::RunScan (kernels/scan_cpu.h): each row in order on one thread, rows split across the
-//     CPU pool (host::ParallelFor, kernels/cpu_parallel.h) for large inputs.
+//   host::RunScan (kernels/scan_cpu.h): each row on one thread (a long row as four segments side
+//     by side, then combined), rows split across the CPU pool (host::ParallelFor,
+//     kernels/cpu_parallel.h) for large inputs; an order fixed by the row's length.
 // Both take contiguous rows: `rows` rows of `cols` elements, every input shaped like the output
 // (AsRows in kernels/rowwise.h reads the layout of rows of a wider array, for an op that takes
 // them). The function object has two parts, in the compute type C (float for 16-bit and float32

@@ -3,9 +3,14 @@
 //
 //   host::RunScan<T>(fn, rows, cols, reverse, out, x, y, ...);
 //
-// Each row is scanned in order by one thread, the running combination (the function object's
-// operator, see kernels/scan.h) in the compute type, element after element from the operator's
-// identity; inputs of more than about a hundred kilobytes are split across the CPU pool by rows.
+// Each row is scanned by one thread, the running combination (the function object's operator, see
+// kernels/scan.h) in the compute type; inputs of more than about a hundred kilobytes are split
+// across the CPU pool by rows. A row is scanned kChunk elements at a time, each chunk as
+// kSegments contiguous segments scanned side by side, then each segment's prefixes combined with
+// the row's combination up to the segment (scan_cpu::ScanRow). One running combination makes
+// every element wait for the one before (a sum: the latency of an addition an element); four
+// independent ones keep the CPU's pipelines full, and the second pass vectorises. The grouping is
+// fixed by the row's length: the same bits on any thread count and instruction set.
 #ifndef SCALE_LIB_KERNELS_SCAN_CPU_H_
 #define SCALE_LIB_KERNELS_SCAN_CPU_H_
 
@@ -19,25 +24,84 @@
 namespace scale_lib {
 namespace host {
 
+namespace scan_cpu {
+
+// Four running combinations side by side hide the latency of one (an addition's, 3 to 4 cycles).
+constexpr int kSegments = 4;
+// Elements a chunk: their prefixes, in the compute type, stay in L1 for the second pass.
+constexpr int64_t kChunk = 4096;
+// Shorter rows are scanned in order, in one pass: there the second pass costs more than it saves.
+constexpr int64_t kSegmentedFrom = 64;
+
+// [scan_row.begin]
+// One row, from its end with kReverse; out and ins point at the row's first element.
+template <bool kReverse, typename T, typename Fn, typename... In>
+[[gnu::always_inline]] inline void ScanRow(const Fn& fn, int64_t cols, T* out, const In*... ins) {
+  using M = FloatMath<T>;
+  using C = Compute<T>;
+  using Op = typename ScanOpOf<Fn, C>::type;
+  const Op op{};
+  C before = Op::Identity();  // the row's combination up to the current segment
+  if (cols < kSegmentedFrom) {  // short rows: in order, one pass
+    for (int64_t j = 0; j < cols; ++j) {
+      const int64_t i = kReverse ? cols - 1 - j : j;
+      before = op(before, fn.Value(M::Load(ins[i])...));
+      out[i] = M::Store(fn.Finish(before));
+    }
+    return;
+  }
+  C prefixes[kChunk];  // each segment's own running combination, by chunk position
+  for (int64_t start = 0; start < cols; start += kChunk) {
+    // The element at chunk position q, in scan order.
+    const auto at = [&](int64_t q)
+                        SCALE_LIB_INLINE { return kReverse ? cols - 1 - (start + q) : start + q; };
+    const int64_t len = cols - start < kChunk ? cols - start : kChunk;
+    const int64_t seg = len / kSegments;  // the length of every segment but the last
+    C running[kSegments];
+    for (int s = 0; s < kSegments; ++s) running[s] = Op::Identity();
+    for (int64_t j = 0; j < seg; ++j) {
+      for (int s = 0; s < kSegments; ++s) {
+        const int64_t q = s * seg + j;
+        running[s] = op(running[s], fn.Value(M::Load(ins[at(q)])...));
+        prefixes[q] = running[s];
+      }
+    }
+    for (int64_t q = kSegments * seg; q < len; ++q) {  // the last segment's extra elements
+      running[kSegments - 1] = op(running[kSegments - 1], fn.Value(M::Load(ins[at(q)])...));
+      prefixes[q] = running[kSegments - 1];
+    }
+    // Every element of the chunk has been read: now it is written (out may be an input).
+    for (int s = 0; s < kSegments; ++s) {
+      const int64_t end = s == kSegments - 1 ? len : (s + 1) * seg;
+      for (int64_t q = s * seg; q < end; ++q) {
+        out[at(q)] = M::Store(fn.Finish(op(before, prefixes[q])));
+      }
+      before = op(before, running[s]);
+    }
+  }
+}
+// [scan_row.end]
+
+}  // namespace scan_cpu
+
 // [scan_cpu.begin]
 template <typename T, typename Fn, typename... In>
 void RunScan(const Fn& fn, int64_t rows, int64_t cols, bool reverse, T* out, const In*... ins) {
   static_assert((std::is_same_v<In, T> && ...),
                 "RunScan: every input has the output's storage type");
-  using M = FloatMath<T>;
-  using C = Compute<T>;
-  using Op = typename ScanOpOf<Fn, C>::type;
   if (rows == 0 || cols == 0) return;
   ParallelForRows(rows, cols, [&](int64_t begin, int64_t end) {
-    const Op op{};
-    for (int64_t row = begin; row < end; ++row) {
-      C prefix = Op::Identity();
-      for (int64_t j = 0; j < cols; ++j) {
-        const int64_t i = row * cols + (reverse ? cols - 1 - j : j);
-        prefix = op(prefix, fn.Value(M::Load(ins[i])...));
-        out[i] = M::Store(fn.Finish(prefix));
+    // Compiled for each instruction set (RunWidest): the second pass vectorises.
+    RunWidest([&]() SCALE_LIB_INLINE {
+      for (int64_t row = begin; row < end; ++row) {
+        const int64_t base = row * cols;
+        if (reverse) {
+          scan_cpu::ScanRow<true>(fn, cols, out + base, (ins + base)...);
+        } else {
+          scan_cpu::ScanRow<false>(fn, cols, out + base, (ins + base)...);
+        }
       }
-    }
+    });
   });
 }
 // [scan_cpu.end]

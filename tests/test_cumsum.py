@@ -183,8 +183,9 @@ def test_cumsum_reverse(backend: Backend, dtype: str) -> None:
 # of fewer than 1024 elements (each group size and its edges, row counts that leave the last
 # block part-empty), a block per row for many long rows (or for rows of one tile), and a block per
 # tile with a look-back for fewer long rows than 4 per multiprocessor (tiles of 7168 float32 or
-# 5376 float64 values: a tile edge exactly, one past it, rows of a million). The CPU runs the same
-# shapes through its one loop.
+# 5376 float64 values: a tile edge exactly, one past it, rows of a million). The CPU scans rows of
+# fewer than 64 elements in order, longer ones in chunks of 4096 as four segments (kernels/
+# scan_cpu.h): rows of 63, 64 and 65, a chunk exactly and chunks with a short last one.
 PATH_SHAPES = [
     (37, 1),
     (33, 4),
@@ -192,8 +193,11 @@ PATH_SHAPES = [
     (9, 17),
     (5, 32),
     (5, 33),
+    (3, 63),
     (3, 64),
     (3, 65),
+    (2, 4096),
+    (2, 2 * 4096 + 5),
     (130, 1023),
     (700, 1025),
     (5, 5376),
