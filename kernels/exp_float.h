@@ -1,21 +1,23 @@
 // SPDX-License-Identifier: Apache-2.0
-// ExpFloat: exp for float in plain C++ (no intrinsics, no branches, no table), so that a loop
-// calling it vectorises for whatever SIMD the loop is compiled for, and gives the same bits on
+// Exp: exp for float and double in plain C++ (no intrinsics, no branches, no table), so that a
+// loop calling it vectorises for whatever SIMD the loop is compiled for, and gives the same bits on
 // every one of them: it uses only IEEE additions and multiplications, which the library compiles
 // without contraction into fused multiply-adds (-ffp-contract=off), and integer bit operations.
 //
 // exp(x) = 2^n * exp(r), n = round(x / ln 2), r = x - n ln 2 in [-ln2/2, ln2/2] (ln 2 split in a
-// short head, whose product with n is exact, and a tail), exp(r) by a degree-7 polynomial (the
-// Cephes single-precision coefficients). 2^n is applied in two halves, so that results below the
-// smallest normal float (subnormals) are rounded once and results past the largest are infinity.
-// exp(NaN) is NaN, exp(+inf) inf, exp(-inf) 0. The tests check its accuracy through the ops
-// that call it, against float64.
+// short head, whose product with n is exact, and a tail), exp(r) by a polynomial (float: degree
+// 7, the Cephes single-precision coefficients; double: the Taylor series to degree 13). 2^n is
+// applied in two halves, so that results below the smallest normal number (subnormals) are
+// rounded once and results past the largest are infinity. exp(NaN) is NaN, exp(+inf) inf,
+// exp(-inf) 0. The tests check its accuracy through the ops that call it, against float64 (for
+// double, against NumPy's exp).
 #ifndef SCALE_LIB_KERNELS_EXP_FLOAT_H_
 #define SCALE_LIB_KERNELS_EXP_FLOAT_H_
 
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 namespace scale_lib {
 namespace exp_float {
@@ -35,7 +37,21 @@ namespace exp_float {
 // 2^k for k in [-126, 127], built from its exponent bits.
 [[gnu::always_inline]] inline float Pow2(uint32_t k) { return FromBits((k + 127u) << 23); }
 
+// 2^k for k in [-1022, 1023].
+[[gnu::always_inline]] inline double Pow2Double(uint64_t k) {
+  const uint64_t bits = (k + 1023u) << 52;
+  double d;
+  std::memcpy(&d, &bits, sizeof(d));
+  return d;
+}
+
 }  // namespace exp_float
+
+// The lowest input ExpReduce takes as it is: a lower one is taken as this one. exp(x) there is
+// below half the smallest subnormal even times 2^8 (float) or 2^9 (double), so a product of up to
+// that magnitude with exp(x) rounds to zero (silu_and_mul.h's a * exp(a)).
+template <typename C>
+inline constexpr C kExpLowest = std::is_same_v<C, float> ? C(-110) : C(-752);
 
 // exp(x) as p * 2^n, p in [sqrt(1/2), sqrt(2)] (so that a product with p can be taken before
 // the scaling: rounded once, even where the result is subnormal). n is a two's complement
@@ -50,7 +66,7 @@ struct ExpFloatParts {
   // exp is below half the smallest subnormal under -104 and above the largest float over 89; the
   // low clamp leaves room for a product with p of up to 2^8 in magnitude (which exp(x) times a
   // number of magnitude up to 110 needs). A NaN fails both comparisons and stays a NaN.
-  x = x < -110.0f ? -110.0f : x;
+  x = x < kExpLowest<float> ? kExpLowest<float> : x;
   x = x > 89.0f ? 89.0f : x;
   // Adding 1.5 * 2^23 rounds x / ln 2 to an integer (to nearest, the library's rounding mode),
   // which then sits in the low bits of the sum.
@@ -81,18 +97,59 @@ struct ExpFloatParts {
   return ScaleByPow2(e.p, e.n);
 }
 
-// The same interface for double, where the C library's exp is used whole.
+// exp(x) for double as p * 2^n, the same scheme as ExpFloatReduce: n = round(x / ln 2) (ln 2
+// split as fdlibm splits it: a head with 21 trailing zero bits, whose product with any n here is
+// exact, and a tail), and exp(r) for |r| <= ln2/2 by its Taylor series to degree 13 (the first
+// term left out, r^14 / 14!, is under 0.04 ulp of the result), summed as 1 + (r + r^2 q(r)), as
+// the float one is. n is a two's complement integer in [-1085, 1025].
 struct ExpDoubleParts {
   double p;
-  uint32_t n;
+  uint64_t n;
 };
-[[gnu::always_inline]] inline ExpDoubleParts ExpReduce(double x) { return {std::exp(x), 0}; }
-[[gnu::always_inline]] inline double ScaleByPow2(double v, uint32_t) { return v; }
+
+[[gnu::always_inline]] inline ExpDoubleParts ExpReduce(double x) {
+  // exp is below half the smallest subnormal under -745.2 and above the largest double over
+  // 709.8; the low clamp leaves room for a product with p of up to 2^9 (kExpLowest).
+  x = x < kExpLowest<double> ? kExpLowest<double> : x;
+  x = x > 710.0 ? 710.0 : x;
+  constexpr double kShifter = 6755399441055744.0;  // 1.5 * 2^52
+  const double shifted = x * 1.4426950408889634074 + kShifter;
+  const double n = shifted - kShifter;
+  const double r = (x - n * 6.93147180369123816490e-01) - n * 1.90821492927058770002e-10;
+  double q = 1.0 / 6227020800.0;  // 1/13!
+  q = q * r + 1.0 / 479001600.0;
+  q = q * r + 1.0 / 39916800.0;
+  q = q * r + 1.0 / 3628800.0;
+  q = q * r + 1.0 / 362880.0;
+  q = q * r + 1.0 / 40320.0;
+  q = q * r + 1.0 / 5040.0;
+  q = q * r + 1.0 / 720.0;
+  q = q * r + 1.0 / 120.0;
+  q = q * r + 1.0 / 24.0;
+  q = q * r + 1.0 / 6.0;
+  q = q * r + 0.5;
+  uint64_t shifted_bits, shifter_bits;
+  std::memcpy(&shifted_bits, &shifted, sizeof(shifted_bits));
+  std::memcpy(&shifter_bits, &kShifter, sizeof(shifter_bits));
+  return {(q * (r * r) + r) + 1.0, shifted_bits - shifter_bits};
+}
+
+// v * 2^n for n in [-1085, 1025], in two steps (each a power of two of at most 2^513): one
+// rounding, the last, and infinity past the largest double.
+[[gnu::always_inline]] inline double ScaleByPow2(double v, uint64_t n) {
+  // floor(n / 2), shifted as a positive number: AVX2 has no 64-bit arithmetic shift.
+  const uint64_t half = ((n + 2048u) >> 1) - 1024u;
+  return v * exp_float::Pow2Double(half) * exp_float::Pow2Double(n - half);
+}
+
 [[gnu::always_inline]] inline ExpFloatParts ExpReduce(float x) { return ExpFloatReduce(x); }
 
-// Exp: ExpFloat for float, the C library's exp for double.
+// Exp for float and for double: branch-free, so loops of it vectorise.
 [[gnu::always_inline]] inline float Exp(float x) { return ExpFloat(x); }
-[[gnu::always_inline]] inline double Exp(double x) { return std::exp(x); }
+[[gnu::always_inline]] inline double Exp(double x) {
+  const ExpDoubleParts e = ExpReduce(x);
+  return ScaleByPow2(e.p, e.n);
+}
 
 }  // namespace scale_lib
 

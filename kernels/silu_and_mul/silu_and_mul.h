@@ -8,7 +8,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <limits>
 #include <type_traits>
 
 #include "exp_float.h"
@@ -18,13 +17,14 @@ namespace scale_lib {
 
 // The math, in the compute type C. silu(a) = a / (1 + exp(-a)), written for a < 0 as
 // a * exp(a) / (1 + exp(a)): exp(-|a|) never overflows, and a * exp(a) is scaled by its power of
-// two last (exp_float.h), so a result too small for a normal float keeps its precision. In float,
-// silu(a) for a < -110 is below the smallest subnormal: 0 times a (-0.0, and NaN for -inf, as
-// a / (1 + exp(-a)) gives). For float, exp is exp_float.h's branch-free one, which vectorises in
-// the CPU twin's loops; the Triton kernels write a / (1 + exp(-a)) as it stands.
+// two last (exp_float.h), so a result too small for a normal number keeps its precision. silu(a)
+// for a below exp's clamp (kExpLowest: -110 in float, -752 in double) is below the smallest
+// subnormal: 0 times a (-0.0, and NaN for -inf, as a / (1 + exp(-a)) gives). exp is exp_float.h's
+// branch-free one, which vectorises in the CPU twin's loops; the Triton kernels write
+// a / (1 + exp(-a)) as it stands.
 template <typename C>
 [[gnu::always_inline]] inline C SiluGate(C a, C b) {
-  constexpr C kZeroBelow = std::is_same_v<C, float> ? C(-110) : -std::numeric_limits<C>::infinity();
+  constexpr C kZeroBelow = kExpLowest<C>;
   const auto e = ExpReduce(-std::fabs(a));  // exp(-|a|) = e.p * 2^e.n
   // Both sides computed, then chosen: a select, which vectorises, not a branch.
   const C a_exp_a = ScaleByPow2(a * e.p, e.n);

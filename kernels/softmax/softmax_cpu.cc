@@ -90,6 +90,39 @@ template <bool kStore, typename CT>
   }
 }
 
+// buf[i] = in[i] in the compute type, then MaxInto(lanes, buf, n): each block of kLanes values
+// converted (host::ConvertBlock) and compared while in registers.
+template <typename T, typename CT, typename Level>
+[[gnu::always_inline]] inline void ConvertMaxInto(Level level, CT* lanes, const T* in, CT* buf,
+                                                  int64_t n) {
+  using L = LaneVectors<CT>;
+  static_assert(kLanes == host::kBlock, "a block of lanes is a block of ConvertBlock");
+  L m = L::Load(lanes);
+  const int64_t whole = n - n % kLanes;
+  for (int64_t i = 0; i < whole; i += kLanes) {
+    host::ConvertBlock(level, in + i, buf + i);
+    const L b = L::Load(buf + i);
+    for (int j = 0; j < L::kVecs; ++j) m.v[j] = b.v[j] > m.v[j] ? b.v[j] : m.v[j];
+  }
+  m.Store(lanes);
+  for (int64_t i = whole; i < n; ++i) buf[i] = host::FloatMath<T>::Load(in[i]);
+  MaxInto(lanes, buf + whole, n - whole);  // the tail: element whole + i is in lane i % kLanes
+}
+
+// out[i] = value(i) in T, kLanes values computed and converted at a time (host::ConvertBlock).
+template <typename T, typename Level, typename Value>
+[[gnu::always_inline]] inline void ConvertStore(Level level, T* out, int64_t n,
+                                                const Value& value) {
+  using CT = C<T>;
+  const int64_t whole = n - n % kLanes;
+  for (int64_t i = 0; i < whole; i += kLanes) {
+    CT block[kLanes];
+    for (int k = 0; k < kLanes; ++k) block[k] = value(i + k);
+    host::ConvertBlock(level, block, out + i);
+  }
+  for (int64_t i = whole; i < n; ++i) out[i] = host::FloatMath<T>::Store(value(i));
+}
+
 template <typename CT>
 [[gnu::always_inline]] inline CT MaxOfLanes(const CT* lanes) {
   CT m = lanes[0];
@@ -104,10 +137,11 @@ template <typename CT>
   return sum;
 }
 
-// Rows [begin, end). out may be x: each element is read before it is written.
-template <typename T>
-[[gnu::always_inline]] inline void SoftmaxRows(const T* x, T* out, int64_t cols, int64_t begin,
-                                               int64_t end) {
+// Rows [begin, end), compiled for `level` (a RunWidest body's). out may be x: each element is
+// read before it is written.
+template <typename T, typename Level>
+[[gnu::always_inline]] inline void SoftmaxRows(Level level, const T* x, T* out, int64_t cols,
+                                               int64_t begin, int64_t end) {
   using CT = C<T>;
   for (int64_t r = begin; r < end; ++r) {
     const T* in = x + r * cols;
@@ -122,23 +156,21 @@ template <typename T>
       const CT scale = CT(1) / SumOfLanes(sum_lanes);
       for (int64_t i = 0; i < cols; ++i) o[i] *= scale;
     } else if (cols <= kRowBuffer) {
-      // The row converted once into a buffer that holds its exponentials, then converted back.
+      // The row converted once into a buffer that holds its exponentials, which are scaled as
+      // they are converted back.
       CT buf[kRowBuffer];
-      host::LoadN(in, buf, cols);
-      MaxInto(max_lanes, buf, cols);
+      ConvertMaxInto(level, max_lanes, in, buf, cols);
       const CT max = MaxOfLanes(max_lanes);
       AddExpInto<true>(sum_lanes, buf, cols, max, buf);
       const CT scale = CT(1) / SumOfLanes(sum_lanes);
-      for (int64_t i = 0; i < cols; ++i) buf[i] *= scale;
-      host::StoreN(buf, o, cols);
+      ConvertStore(level, o, cols, [&](int64_t i) SCALE_LIB_INLINE { return buf[i] * scale; });
     } else {
       // Longer rows a chunk at a time, exp taken twice (the same bits as above: chunks are whole
       // multiples of kLanes).
       CT buf[kChunk];
       for (int64_t start = 0; start < cols; start += kChunk) {
         const int64_t len = std::min(kChunk, cols - start);
-        host::LoadN(in + start, buf, len);
-        MaxInto(max_lanes, buf, len);
+        ConvertMaxInto(level, max_lanes, in + start, buf, len);
       }
       const CT max = MaxOfLanes(max_lanes);
       for (int64_t start = 0; start < cols; start += kChunk) {
@@ -150,8 +182,8 @@ template <typename T>
       for (int64_t start = 0; start < cols; start += kChunk) {
         const int64_t len = std::min(kChunk, cols - start);
         host::LoadN(in + start, buf, len);
-        for (int64_t i = 0; i < len; ++i) buf[i] = Exp(buf[i] - max) * scale;
-        host::StoreN(buf, o + start, len);
+        ConvertStore(level, o + start, len,
+                     [&](int64_t i) SCALE_LIB_INLINE { return Exp(buf[i] - max) * scale; });
       }
     }
   }
@@ -173,7 +205,8 @@ void SoftmaxCPU(ffi::TensorView out, ffi::TensorView x) {
     host::ParallelForRows(
         rows, cols,
         [&](int64_t begin, int64_t end) {
-          host::RunWidest([&]() SCALE_LIB_INLINE { SoftmaxRows(xs, outs, cols, begin, end); });
+          host::RunWidest([&](auto level)
+                              SCALE_LIB_INLINE { SoftmaxRows(level, xs, outs, cols, begin, end); });
         },
         kExpCost);
   });
