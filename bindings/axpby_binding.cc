@@ -9,12 +9,8 @@ void Axpby(ffi::TensorView out, ffi::TensorView x, ffi::TensorView y, double a, 
   SCALE_LIB_ROUTE_BY_DEVICE(x, AxpbyCPU(out, x, y, a, b), AxpbyCUDA(out, x, y, a, b));
 }
 
-// axpby_new(x, y, a, b): the functional form, returning a new output (functional.h).
-ffi::Tensor AxpbyNew(ffi::TensorView x, ffi::TensorView y, double a, double b) {
-  return CallNew<&Axpby>(x.shape(), x, y, a, b);
-}
-
 }  // namespace scale_lib
 
 SCALE_LIB_EXPORT(axpby, scale_lib::Axpby, "out", "x, y, a, b", "out=x, out=y");
-SCALE_LIB_EXPORT(axpby_new, scale_lib::AxpbyNew, "", "x, y, a, b", "");
+// axpby_new(x, y, a, b): the functional form, returning a new output (functional.h).
+SCALE_LIB_EXPORT_NEW(axpby, scale_lib::Axpby, "x, y, a, b");

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // ABI of cumsum: cumsum(out, x, reverse). Routing only; the math is in kernels/.
 #include "cumsum/cumsum.h"
+#include "functional.h"
 
 namespace scale_lib {
 
@@ -12,3 +13,5 @@ void Cumsum(ffi::TensorView out, ffi::TensorView x, bool reverse) {
 
 // cumsum(out, x, reverse): writes out, which may be x itself (in-place).
 SCALE_LIB_EXPORT(cumsum, scale_lib::Cumsum, "out", "x, reverse", "out=x");
+// cumsum_new(x, reverse): the functional form, returning a new output (functional.h).
+SCALE_LIB_EXPORT_NEW(cumsum, scale_lib::Cumsum, "x, reverse");

@@ -10,11 +10,6 @@ void RmsNorm(ffi::TensorView out, ffi::TensorView x, ffi::Optional<ffi::TensorVi
   SCALE_LIB_ROUTE_BY_DEVICE(x, RmsNormCPU(out, x, weight, eps), RmsNormCUDA(out, x, weight, eps));
 }
 
-// rms_norm_new(x, weight, eps): the functional form, returning a new output (functional.h).
-ffi::Tensor RmsNormNew(ffi::TensorView x, ffi::Optional<ffi::TensorView> weight, double eps) {
-  return CallNew<&RmsNorm>(x.shape(), x, weight, eps);
-}
-
 void RmsNormRstd(ffi::TensorView rstd, ffi::TensorView x, double eps) {
   SCALE_LIB_ROUTE_BY_DEVICE(x, RmsNormRstdCPU(rstd, x, eps), RmsNormRstdCUDA(rstd, x, eps));
 }
@@ -34,9 +29,11 @@ void RmsNormWeightGrad(ffi::TensorView grad_weight, ffi::TensorView grad, ffi::T
 }  // namespace scale_lib
 
 SCALE_LIB_EXPORT(rms_norm, scale_lib::RmsNorm, "out", "x, weight, eps", "out=x");
-SCALE_LIB_EXPORT(rms_norm_new, scale_lib::RmsNormNew, "", "x, weight, eps", "");
+// The functional forms, returning a new output (functional.h).
+SCALE_LIB_EXPORT_NEW(rms_norm, scale_lib::RmsNorm, "x, weight, eps");
 SCALE_LIB_EXPORT(rms_norm_rstd, scale_lib::RmsNormRstd, "rstd", "x, eps", "");
 SCALE_LIB_EXPORT(rms_norm_backward, scale_lib::RmsNormBackward, "grad_x", "grad, x, weight, rstd",
                  "grad_x=grad, grad_x=x");
+SCALE_LIB_EXPORT_NEW(rms_norm_backward, scale_lib::RmsNormBackward, "grad, x, weight, rstd");
 SCALE_LIB_EXPORT(rms_norm_weight_grad, scale_lib::RmsNormWeightGrad, "grad_weight", "grad, x, rstd",
                  "");

@@ -11,15 +11,11 @@ void Scale(ffi::TensorView out, ffi::TensorView x, double factor) {
 }
 // [binding.end]
 
-// scale_new(x, factor): scale's functional form, returning a new output (functional.h).
-ffi::Tensor ScaleNew(ffi::TensorView x, double factor) {
-  return CallNew<&Scale>(x.shape(), x, factor);
-}
-
 }  // namespace scale_lib
 
 // [export.begin]
 // scale(out, x, factor): writes out, which may be x itself (in-place).
 SCALE_LIB_EXPORT(scale, scale_lib::Scale, "out", "x, factor", "out=x");
+// scale_new(x, factor): its functional form, returning a new output (functional.h).
+SCALE_LIB_EXPORT_NEW(scale, scale_lib::Scale, "x, factor");
 // [export.end]
-SCALE_LIB_EXPORT(scale_new, scale_lib::ScaleNew, "", "x, factor", "");

@@ -33,3 +33,4 @@ SCALE_LIB_EXPORT(silu_and_mul, scale_lib::SiluAndMul, "out", "x", "");
 SCALE_LIB_EXPORT(silu_and_mul_new, scale_lib::SiluAndMulNew, "", "x", "");
 SCALE_LIB_EXPORT(silu_and_mul_backward, scale_lib::SiluAndMulBackward, "grad_x", "x, grad",
                  "grad_x=x");
+SCALE_LIB_EXPORT_NEW(silu_and_mul_backward, scale_lib::SiluAndMulBackward, "x, grad");

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // ABI of softmax: softmax(out, x). Routing only; the math is in kernels/.
+#include "functional.h"
 #include "softmax/softmax.h"
 
 namespace scale_lib {
@@ -18,4 +19,6 @@ void SoftmaxAheadOfTime(ffi::TensorView out, ffi::TensorView x) {
 
 // softmax(out, x): writes out, which may be x itself (in-place).
 SCALE_LIB_EXPORT(softmax, scale_lib::Softmax, "out", "x", "out=x");
+// softmax_new(x): the functional form, returning a new output (functional.h).
+SCALE_LIB_EXPORT_NEW(softmax, scale_lib::Softmax, "x");
 SCALE_LIB_EXPORT(softmax_ahead_of_time, scale_lib::SoftmaxAheadOfTime, "out", "x", "out=x");

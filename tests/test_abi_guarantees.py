@@ -110,7 +110,13 @@ for _spec in OPS:
     CALLS |= _declared_calls(_spec)
 # Only what the library exports (not every op has a functional form).
 CALLS = {name: call for name, call in CALLS.items() if LIB.get_function_metadata(name) is not None}
-CUDA_ONLY = {spec.name for spec in OPS if "cpu" not in spec.devices}
+# The functions of CUDA-only ops that run them (and so refuse CPU arrays).
+CUDA_ONLY = {
+    name
+    for spec in OPS
+    if "cpu" not in spec.devices
+    for name in (spec.name, f"{spec.name}_new", f"{spec.name}_with_workspace", f"{spec.name}_ahead_of_time")
+}
 
 
 def _exported_names() -> list[str]:
@@ -129,6 +135,28 @@ def _exported_names() -> list[str]:
 
 def test_every_export_is_covered() -> None:
     assert _exported_names() == sorted(CALLS)
+
+
+def _output_like_first_input(spec: Any) -> bool:
+    output = spec.output
+    return (
+        output.like == spec.inputs[0].name
+        and output.shape is None
+        and output.dtype is None
+        and not output.allocated_by_library
+    )
+
+
+def test_every_op_with_an_output_like_its_first_input_has_a_functional_form() -> None:
+    """``<op>_new`` makes an allocating call from PyTorch or Paddle one call into the library,
+    the output allocated by the framework's allocator in C++ (``SCALE_LIB_EXPORT_NEW``,
+    include/functional.h), not a Python allocation and then a call."""
+    missing = [
+        spec.name
+        for spec in OPS
+        if _output_like_first_input(spec) and LIB.get_function_metadata(f"{spec.name}_new") is None
+    ]
+    assert not missing, f"{missing}: export each one's functional form with SCALE_LIB_EXPORT_NEW"
 
 
 @pytest.mark.parametrize("name", sorted(CALLS))
