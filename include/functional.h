@@ -9,7 +9,8 @@
 // checks that every such op does):
 //   SCALE_LIB_EXPORT(scale, scale_lib::Scale, "out", "x, factor", "out=x");
 //   SCALE_LIB_EXPORT_NEW(scale, scale_lib::Scale, "x, factor");   // scale_new(x, factor)
-// Another output's functional form calls CallNew with the output's shape itself (l2_norm's).
+// An output of another shape takes a function that calls CallNew with that shape:
+//   ffi::Tensor NormNew(ffi::TensorView x) { return CallNew<&Norm>(ffi::ShapeView(), x); }
 #ifndef SCALE_LIB_FUNCTIONAL_H_
 #define SCALE_LIB_FUNCTIONAL_H_
 

@@ -49,7 +49,7 @@ namespace exp_float {
 
 // The lowest input ExpReduce takes as it is: a lower one is taken as this one. exp(x) there is
 // below half the smallest subnormal even times 2^8 (float) or 2^9 (double), so a product of up to
-// that magnitude with exp(x) rounds to zero (silu_and_mul.h's a * exp(a)).
+// that magnitude with exp(x) rounds to zero, as x * exp(x) there does.
 template <typename C>
 inline constexpr C kExpLowest = std::is_same_v<C, float> ? C(-110) : C(-752);
 
@@ -101,7 +101,7 @@ struct ExpFloatParts {
 // split as fdlibm splits it: a head with 21 trailing zero bits, whose product with any n here is
 // exact, and a tail), and exp(r) for |r| <= ln2/2 by its Taylor series to degree 13 (the first
 // term left out, r^14 / 14!, is under 0.04 ulp of the result), summed as 1 + (r + r^2 q(r)), as
-// the float one is. n is a two's complement integer in [-1085, 1025].
+// the float one is. n is a two's complement integer in [-1085, 1024].
 struct ExpDoubleParts {
   double p;
   uint64_t n;
@@ -134,7 +134,7 @@ struct ExpDoubleParts {
   return {(q * (r * r) + r) + 1.0, shifted_bits - shifter_bits};
 }
 
-// v * 2^n for n in [-1085, 1025], in two steps (each a power of two of at most 2^513): one
+// v * 2^n for n in [-1085, 1024], in two steps (powers of two from 2^-543 to 2^512): one
 // rounding, the last, and infinity past the largest double.
 [[gnu::always_inline]] inline double ScaleByPow2(double v, uint64_t n) {
   // floor(n / 2), shifted as a positive number: AVX2 has no 64-bit arithmetic shift.

@@ -104,7 +104,7 @@ def _declared_calls(spec: Any) -> dict[str, Call]:
 
 
 # Every exported function, from the declared ops (functional forms allocate through the caller's
-# framework, which NumPy does not publish, so here they raise ValueError; PyTorch calls them).
+# framework; NumPy publishes no allocator, so on the CPU they return memory the library owns).
 CALLS: dict[str, Call] = {"build_info": Call({}, {})}
 for _spec in OPS:
     CALLS |= _declared_calls(_spec)
