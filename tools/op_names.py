@@ -67,7 +67,10 @@ def bound_names(library: str) -> set[str]:
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 names |= {t.id for t in targets if isinstance(t, ast.Name)}
     for binding in (ROOT / "bindings").glob("*.cc"):
-        names |= set(re.findall(r"^[A-Z_]+_EXPORT\((\w+),", binding.read_text(), re.MULTILINE))
+        text = binding.read_text()
+        names |= set(re.findall(r"^[A-Z_]+_EXPORT\((\w+),", text, re.MULTILINE))
+        # <EXPORT>_NEW(op, ...) exports op_new, the op's functional form.
+        names |= {f"{op}_new" for op in re.findall(r"^[A-Z_]+_EXPORT_NEW\((\w+),", text, re.MULTILINE)}
     return names
 
 
