@@ -54,7 +54,12 @@ ffi::Tensor CallNew(ffi::ShapeView shape, ffi::TensorView x, Args... args) {
 // The functional form of kFn(out, x, args...) whose output is like x (its shape and dtype):
 // kFn's arguments but the output, exported as kAbi by SCALE_LIB_EXPORT_NEW.
 template <const detail::Abi& kAbi, auto kFn>
-struct NewLikeFirstInput;
+struct NewLikeFirstInput {
+  static_assert(
+      sizeof(decltype(kFn)) == 0,
+      "SCALE_LIB_EXPORT_NEW: fn must be void(ffi::TensorView out, ffi::TensorView x, ...), "
+      "its output first and like x; write another output's functional form with CallNew");
+};
 
 template <const detail::Abi& kAbi, typename... Args,
           void (*kFn)(ffi::TensorView, ffi::TensorView, Args...)>

@@ -33,6 +33,12 @@
 // An operator is associative (up to rounding) and commutative, with an identity: `Identity()`
 // and `operator()(before, after)`, the combination of what comes before with what comes after
 // (the CUDA launcher's tiles combine their elements in another order than the row's).
+// `kStretchesStayFinite = true` says that the combination of any stretch of a row is finite
+// where the row's running combinations are (a sum's, up to its largest values, a maximum's, a
+// log-sum-exp's); the CPU launcher then scans stretches side by side. A product's is not: after
+// a zero, the stretch 2, 2, 2, ... overflows where the running product stays 0, and 0 * inf is
+// NaN; so the CPU scans it in order. On CUDA every operator's stretches are combined (warps,
+// tiles): a product scan there can give NaN or inf where the in-order product is finite.
 // `reverse` runs the scan from the end of each row: the gradient of a sum scan is the sum scan
 // of the incoming gradient the other way (python/scale_lib/ops/ has the others'), so an op
 // that has one has its vjp. Every element is read before it is written, by the block that writes
@@ -51,6 +57,7 @@ namespace scale_lib {
 // A running sum. Its identity is -0, not +0: -0 + x is x for every x, -0 itself included.
 template <typename C>
 struct ScanSum {
+  static constexpr bool kStretchesStayFinite = true;
   SCALE_LIB_HOST_DEVICE static C Identity() { return -C(0); }
   SCALE_LIB_HOST_DEVICE C operator()(C a, C b) const { return a + b; }
 };
@@ -66,6 +73,7 @@ struct ScanProd {
 // earlier is kept, which is associative, so the result does not depend on the grouping.
 template <typename C>
 struct ScanMax {
+  static constexpr bool kStretchesStayFinite = true;
   SCALE_LIB_HOST_DEVICE static C Identity() { return -static_cast<C>(INFINITY); }
   SCALE_LIB_HOST_DEVICE C operator()(C a, C b) const {
     return a != a ? a : (b != b ? b : (a < b ? b : a));
@@ -75,6 +83,7 @@ struct ScanMax {
 // A running minimum; a NaN propagates (the first one met), of equal values the earlier is kept.
 template <typename C>
 struct ScanMin {
+  static constexpr bool kStretchesStayFinite = true;
   SCALE_LIB_HOST_DEVICE static C Identity() { return static_cast<C>(INFINITY); }
   SCALE_LIB_HOST_DEVICE C operator()(C a, C b) const {
     return a != a ? a : (b != b ? b : (b < a ? b : a));
@@ -85,6 +94,7 @@ struct ScanMin {
 // (the identity) or the other +inf; a NaN propagates.
 template <typename C>
 struct ScanLogAddExp {
+  static constexpr bool kStretchesStayFinite = true;
   SCALE_LIB_HOST_DEVICE static C Identity() { return -static_cast<C>(INFINITY); }
   SCALE_LIB_HOST_DEVICE C operator()(C a, C b) const {
     if (a != a) return a;
@@ -96,6 +106,14 @@ struct ScanLogAddExp {
   }
 };
 // [scan_ops.end]
+
+// Whether Op declares kStretchesStayFinite true (an operator that does not say is scanned in
+// order on the CPU).
+template <typename Op, typename = void>
+struct StretchesStayFinite : std::false_type {};
+template <typename Op>
+struct StretchesStayFinite<Op, std::void_t<decltype(Op::kStretchesStayFinite)>>
+    : std::bool_constant<Op::kStretchesStayFinite> {};
 
 // The operator a function object names (`using Op = ...`), a sum when it names none.
 template <typename Fn, typename C, typename = void>

@@ -5,7 +5,8 @@
 //
 // Each row is scanned by one thread, the running combination (the function object's operator, see
 // kernels/scan.h) in the compute type; inputs of more than about a hundred kilobytes are split
-// across the CPU pool by rows. A row is scanned kChunk elements at a time, each chunk as
+// across the CPU pool by rows. A row is scanned kChunk elements at a time (unless its operator's
+// stretches may overflow where the row does not, a product's: then in order), each chunk as
 // kSegments contiguous segments scanned side by side, then each segment's prefixes combined with
 // the row's combination up to the segment (scan_cpu::ScanRow). One running combination makes
 // every element wait for the one before (a sum: the latency of an addition an element); four
@@ -28,7 +29,8 @@ namespace scan_cpu {
 
 // Four running combinations side by side hide the latency of one (an addition's, 3 to 4 cycles).
 constexpr int kSegments = 4;
-// Elements a chunk: their prefixes, in the compute type, stay in L1 for the second pass.
+// Elements a chunk: their prefixes, in the compute type (16 or 32 KB), stay in the nearest
+// cache for the second pass.
 constexpr int64_t kChunk = 4096;
 // Shorter rows are scanned in order, in one pass: there the second pass costs more than it saves.
 constexpr int64_t kSegmentedFrom = 64;
@@ -42,7 +44,9 @@ template <bool kReverse, typename T, typename Fn, typename... In>
   using Op = typename ScanOpOf<Fn, C>::type;
   const Op op{};
   C before = Op::Identity();  // the row's combination up to the current segment
-  if (cols < kSegmentedFrom) {  // short rows: in order, one pass
+  // Short rows, and operators whose stretches may overflow where the row does not (a product's,
+  // kernels/scan.h): in order, one pass.
+  if (cols < kSegmentedFrom || !StretchesStayFinite<Op>::value) {
     for (int64_t j = 0; j < cols; ++j) {
       const int64_t i = kReverse ? cols - 1 - j : j;
       before = op(before, fn.Value(M::Load(ins[i])...));

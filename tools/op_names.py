@@ -68,9 +68,11 @@ def bound_names(library: str) -> set[str]:
                 names |= {t.id for t in targets if isinstance(t, ast.Name)}
     for binding in (ROOT / "bindings").glob("*.cc"):
         text = binding.read_text()
-        names |= set(re.findall(r"^[A-Z_]+_EXPORT\((\w+),", text, re.MULTILINE))
+        names |= set(re.findall(r"^[A-Z][A-Z0-9_]*_EXPORT\((\w+),", text, re.MULTILINE))
         # <EXPORT>_NEW(op, ...) exports op_new, the op's functional form.
-        names |= {f"{op}_new" for op in re.findall(r"^[A-Z_]+_EXPORT_NEW\((\w+),", text, re.MULTILINE)}
+        names |= {
+            f"{op}_new" for op in re.findall(r"^[A-Z][A-Z0-9_]*_EXPORT_NEW\((\w+),", text, re.MULTILINE)
+        }
     return names
 
 
@@ -144,10 +146,17 @@ def op_name(name: str, library: str) -> str:
         )
     remover = _remover()
     existing = set(remover["declared_ops"]())
-    if name in bound_names(library) - existing:
+    bound = bound_names(library) - existing
+    if name in bound:
         sys.exit(
             f"error: op name {name!r} is already bound by {library} (its package, its ops or its "
             "exported functions); the op would be hidden behind it. Choose another name"
+        )
+    own_forms = {f"{op}_new" for op in existing}  # the existing ops' functional forms
+    if name not in existing and (f"{name}_new" in existing or f"{name}_new" in bound - own_forms):
+        sys.exit(
+            f"error: op {name!r} would export {name}_new, its functional form, a name {library} "
+            "already binds; choose another name"
         )
     if name not in existing and (claimed := remover["own_files"](name)):
         shown = ", ".join(p.relative_to(ROOT).as_posix() for p in claimed[:4])
