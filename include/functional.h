@@ -5,8 +5,7 @@
 // all of its checks; its arguments are the op's without the output. Callers that publish no
 // allocator get library-owned host memory on the CPU (as an output the library allocates itself
 // does) and a ValueError on CUDA. An op whose output is like its first input (its shape and
-// dtype) exports its functional form in one line, beside the op (tests/test_abi_guarantees.py
-// checks that every such op does):
+// dtype) exports its functional form in one line, beside the op (the scaffolds write it):
 //   SCALE_LIB_EXPORT(scale, scale_lib::Scale, "out", "x, factor", "out=x");
 //   SCALE_LIB_EXPORT_NEW(scale, scale_lib::Scale, "x, factor");   // scale_new(x, factor)
 // An output of another shape takes a function that calls CallNew with that shape:

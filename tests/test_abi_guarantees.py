@@ -137,28 +137,6 @@ def test_every_export_is_covered() -> None:
     assert _exported_names() == sorted(CALLS)
 
 
-def _output_like_first_input(spec: Any) -> bool:
-    output = spec.output
-    return (
-        output.like == spec.inputs[0].name
-        and output.shape is None
-        and output.dtype is None
-        and not output.allocated_by_library
-    )
-
-
-def test_every_op_with_an_output_like_its_first_input_has_a_functional_form() -> None:
-    """``<op>_new`` makes an allocating call from PyTorch or Paddle one call into the library,
-    the output allocated by the framework's allocator in C++ (``SCALE_LIB_EXPORT_NEW``,
-    include/functional.h), not a Python allocation and then a call."""
-    missing = [
-        spec.name
-        for spec in OPS
-        if _output_like_first_input(spec) and LIB.get_function_metadata(f"{spec.name}_new") is None
-    ]
-    assert not missing, f"{missing}: export each one's functional form with SCALE_LIB_EXPORT_NEW"
-
-
 @pytest.mark.parametrize("name", sorted(CALLS))
 def test_metadata_names_every_argument(name: str) -> None:
     names, outputs, types = abi_of(name)
