@@ -16,11 +16,12 @@
 //     multiprocessor): TileScanKernel, one pass over tiles of kScanTileThreads x
 //     kScanTileItems<C> elements, a block per tile, each tile's prefix found by a look-back over
 //     the totals and prefixes the tiles before it publish in a workspace (TileStates: 8 bytes a
-//     tile for float, 16 for double, zeroed before the launch). The workspace comes from the
-//     calling framework's allocator; a caller that publishes none (CuPy) gets the block-per-row
-//     path.
+//     tile for a float state, 16 for a double one, zeroed before the launch). The workspace comes
+//     from the calling framework's allocator; a caller that publishes none (CuPy) gets the
+//     block-per-row path.
 // Every combination happens in an order that the shape alone fixes (the look-back's included:
-// see ChainedPrefix), so the same input gives the same bits on every run.
+// see ChainedPrefix), so the same input gives the same bits on every run. The kernels combine in
+// the operator's state (ScanCarry, kernels/scan.h): C for most, m * 2^e for a product.
 #ifndef SCALE_LIB_KERNELS_SCAN_CUH_
 #define SCALE_LIB_KERNELS_SCAN_CUH_
 
@@ -71,23 +72,57 @@ inline constexpr int kScanTileBlocksPerSm = 2;
 // The look-back keeps up to this many windows of 32 tiles' totals in shared memory. It reaches
 // back at most as far as the blocks in flight (on an H100, up to 4 x 132 for float: 17 windows).
 // Past the windows kept it waits on the farthest (ChainedPrefix), with the same bits as a result
-// (as a build that kept 1 window gave on an H100).
+// (as a build that kept 1 window gave on an H100). A state of more than 8 bytes (a float64
+// product's) keeps fewer, within 4 KB, so that a block's shared memory stays under 48 KB.
 inline constexpr int kScanLookBackWindows = 16;
+template <typename S>
+inline constexpr int kScanLookBackWindowsOf =
+    sizeof(S) <= 8 ? kScanLookBackWindows : 4096 / (32 * static_cast<int>(sizeof(S)));
 
 // The index of the j-th element along the scan of the row starting at `base`.
 __device__ __forceinline__ int64_t ScanIndex(int64_t base, int64_t cols, int64_t j, bool reverse) {
   return base + (reverse ? cols - 1 - j : j);
 }
 
+// __shfl_up_sync and __shfl_sync for a state of any type: a word at a time.
+template <typename S>
+__device__ __forceinline__ S ShuffleUp(S value, int delta, int width) {
+  if constexpr (std::is_arithmetic_v<S>) {
+    return __shfl_up_sync(0xffffffffu, value, delta, width);
+  } else {
+    static_assert(sizeof(S) % 4 == 0, "a scan state of whole 32-bit words");
+    unsigned words[sizeof(S) / 4];
+    memcpy(words, &value, sizeof(S));
+#pragma unroll
+    for (unsigned& w : words) w = __shfl_up_sync(0xffffffffu, w, delta, width);
+    memcpy(&value, words, sizeof(S));
+    return value;
+  }
+}
+template <typename S>
+__device__ __forceinline__ S ShuffleFrom(S value, int lane, int width) {
+  if constexpr (std::is_arithmetic_v<S>) {
+    return __shfl_sync(0xffffffffu, value, lane, width);
+  } else {
+    static_assert(sizeof(S) % 4 == 0, "a scan state of whole 32-bit words");
+    unsigned words[sizeof(S) / 4];
+    memcpy(words, &value, sizeof(S));
+#pragma unroll
+    for (unsigned& w : words) w = __shfl_sync(0xffffffffu, w, lane, width);
+    memcpy(&value, words, sizeof(S));
+    return value;
+  }
+}
+
 // [scan_prefix.begin]
 // cub's block prefix callback: the first warp calls it once per tile with the tile's total and
 // gets back what comes before the tile, the combination of the row's earlier tiles.
-template <typename C, typename Op>
+template <typename S, typename Op>
 struct RunningPrefix {
-  C total;
+  S total;
   Op op;
-  __device__ C operator()(C tile_total) {
-    const C before = total;
+  __device__ S operator()(S tile_total) {
+    const S before = total;
     total = op(total, tile_total);
     return before;
   }
@@ -101,7 +136,9 @@ __global__ void __launch_bounds__(kScanThreads)
                    const In*... ins) {
   using M = FloatMath<T>;
   using C = Compute<T>;
-  using Scan = cub::BlockScan<C, kScanThreads>;
+  using Carry = ScanCarry<Op, C>;
+  using S = typename Carry::State;
+  using Scan = cub::BlockScan<S, kScanThreads>;
   __shared__ typename Scan::TempStorage temp;
   constexpr int kItems = kScanBlockItems<C>;
   static_assert(kItems >= 1, "ScanRowsKernel: a compute type of at most kScanBlockItemBytes");
@@ -109,21 +146,23 @@ __global__ void __launch_bounds__(kScanThreads)
   const Op op{};
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const int64_t base = row * cols;
-    RunningPrefix<C, Op> prefix{Op::Identity(), op};
+    RunningPrefix<S, Op> prefix{Op::Identity(), op};
     for (int64_t tile = 0; tile < cols; tile += kTile) {
       const int64_t first = tile + int64_t{threadIdx.x} * kItems;  // along the scan
-      C values[kItems];
+      S values[kItems];
 #pragma unroll
       for (int k = 0; k < kItems; ++k) {
         const int64_t j = first + k;
-        values[k] = j < cols ? fn.Value(M::Load(ins[ScanIndex(base, cols, j, reverse)])...)
-                             : Op::Identity();
+        values[k] = j < cols
+                        ? Carry::Lift(fn.Value(M::Load(ins[ScanIndex(base, cols, j, reverse)])...))
+                        : Op::Identity();
       }
       Scan(temp).InclusiveScan(values, values, op, prefix);
 #pragma unroll
       for (int k = 0; k < kItems; ++k) {
         const int64_t j = first + k;
-        if (j < cols) out[ScanIndex(base, cols, j, reverse)] = M::Store(fn.Finish(values[k]));
+        if (j < cols)
+          out[ScanIndex(base, cols, j, reverse)] = M::Store(fn.Finish(Carry::Lower(values[k])));
       }
       __syncthreads();  // temp is reused by the next tile
     }
@@ -141,9 +180,10 @@ __global__ void __launch_bounds__(kScanThreads)
   static_assert(kLanes >= 2 && kLanes <= 32 && (kLanes & (kLanes - 1)) == 0);
   using M = FloatMath<T>;
   using C = Compute<T>;
+  using Carry = ScanCarry<Op, C>;
+  using S = typename Carry::State;
   constexpr int kRowsPerBlock = kScanThreads / kLanes;
   constexpr int64_t kTile = int64_t{kLanes} * kScanItems;
-  constexpr unsigned int kAll = 0xffffffffu;
   const Op op{};
   const int lane = static_cast<int>(threadIdx.x) % kLanes;
   const int group = static_cast<int>(threadIdx.x) / kLanes;
@@ -152,14 +192,14 @@ __global__ void __launch_bounds__(kScanThreads)
     const int64_t row = first_row + group;
     const bool active = row < rows;
     const int64_t base = row * cols;
-    C carry = Op::Identity();  // the combination of the row's earlier tiles
+    S carry = Op::Identity();  // the combination of the row's earlier tiles
     for (int64_t tile = 0; tile < cols; tile += kTile) {
-      C values[kScanItems];
+      S values[kScanItems];
 #pragma unroll
       for (int k = 0; k < kScanItems; ++k) {
         const int64_t j = tile + int64_t{k} * kLanes + lane;
         values[k] = active && j < cols
-                        ? fn.Value(M::Load(ins[ScanIndex(base, cols, j, reverse)])...)
+                        ? Carry::Lift(fn.Value(M::Load(ins[ScanIndex(base, cols, j, reverse)])...))
                         : Op::Identity();
       }
       // Inclusive scans across the lanes, one per k (independent, interleaved).
@@ -167,14 +207,14 @@ __global__ void __launch_bounds__(kScanThreads)
       for (int d = 1; d < kLanes; d *= 2) {
 #pragma unroll
         for (int k = 0; k < kScanItems; ++k) {
-          const C before = __shfl_up_sync(kAll, values[k], d, kLanes);
+          const S before = ShuffleUp(values[k], d, kLanes);
           if (lane >= d) values[k] = op(before, values[k]);
         }
       }
       // Then in order along the row: each part after the combination of those before it.
 #pragma unroll
       for (int k = 0; k < kScanItems; ++k) {
-        const C total = __shfl_sync(kAll, values[k], kLanes - 1, kLanes);
+        const S total = ShuffleFrom(values[k], kLanes - 1, kLanes);
         values[k] = op(carry, values[k]);
         carry = op(carry, total);
       }
@@ -182,7 +222,7 @@ __global__ void __launch_bounds__(kScanThreads)
       for (int k = 0; k < kScanItems; ++k) {
         const int64_t j = tile + int64_t{k} * kLanes + lane;
         if (active && j < cols)
-          out[ScanIndex(base, cols, j, reverse)] = M::Store(fn.Finish(values[k]));
+          out[ScanIndex(base, cols, j, reverse)] = M::Store(fn.Finish(Carry::Lower(values[k])));
       }
     }
   }
@@ -193,11 +233,12 @@ __global__ void __launch_bounds__(kScanThreads)
 // The tiled path. Tile t of a row covers elements [t * tile, (t + 1) * tile) along the scan; block
 // b takes tile b of the rows x tiles of the input. A thread holds kItems values: warp w loads the
 // w-th 32 x kItems elements of the tile, lane-strided (coalesced): element k of lane l is at
-// 32 k + l within the warp's part.
+// 32 k + l within the warp's part; past the row's end stands `padding` (the kernel puts the
+// operator's identity there before scanning).
 template <int kItems, typename T, typename Fn, typename... In>
 __device__ __forceinline__ void LoadTile(const Fn& fn, int64_t base, int64_t cols, int64_t start,
                                          bool reverse, Compute<T> (&values)[kItems],
-                                         Compute<T> identity, const In*... ins) {
+                                         Compute<T> padding, const In*... ins) {
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int lane = static_cast<int>(threadIdx.x) % 32;
   const int64_t first = start + int64_t{warp} * 32 * kItems + lane;
@@ -205,7 +246,7 @@ __device__ __forceinline__ void LoadTile(const Fn& fn, int64_t base, int64_t col
   for (int k = 0; k < kItems; ++k) {
     const int64_t j = first + int64_t{k} * 32;
     values[k] = j < cols ? fn.Value(FloatMath<T>::Load(ins[ScanIndex(base, cols, j, reverse)])...)
-                         : identity;
+                         : padding;
   }
 }
 
@@ -213,48 +254,50 @@ __device__ __forceinline__ void LoadTile(const Fn& fn, int64_t base, int64_t col
 // of the row's tiles up to it).
 enum TileStatus : unsigned { kTileEmpty = 0, kTileTotal = 1, kTileInclusive = 2 };
 
-template <typename C>
+template <typename S>
 struct TileState {
   unsigned status;
-  C value;
+  S value;
 };
 
 // The tiles' states in the workspace, zeroed before the launch: status and value stored and
-// loaded together by one access, which a reader sees whole or not at all. A float state is one
-// 64-bit word; a double one is 16 bytes, accessed as PTX's 128-bit type (single-copy atomic;
-// sm_70 and later). (A status released after its value, in two accesses, made every look-back
-// step two dependent loads: float64 (1, 2^24) took 138 us against 110 on an H100.)
-template <typename C, bool kOneWord = sizeof(C) == 4>
+// loaded together by one access, which a reader sees whole or not at all. A 4-byte state (a
+// float) is one 64-bit word; an 8-byte one (a double, a float product's) is 16 bytes, accessed as
+// PTX's 128-bit type (single-copy atomic; sm_70 and later). (A status released after its value,
+// in two accesses, made every look-back step two dependent loads: float64 (1, 2^24) took 138 us
+// against 110 on an H100.) A larger state (a float64 product's) takes that way all the same:
+// TileStates<S, 0>.
+template <typename S, int kWordBytes = sizeof(S) == 4 ? 4 : (sizeof(S) == 8 ? 8 : 0)>
 struct TileStates {
+  static_assert(kWordBytes == 4, "a 4-byte state in one 64-bit word");
   unsigned long long* words;  // [tiles]
 
   static int64_t Bytes(int64_t tiles) { return tiles * 8; }
   explicit TileStates(void* workspace) : words(static_cast<unsigned long long*>(workspace)) {}
 
-  __device__ void Publish(int64_t tile, unsigned status, C value) const {
+  __device__ void Publish(int64_t tile, unsigned status, S value) const {
     const unsigned long long word =
         (static_cast<unsigned long long>(status) << 32) | cuda::std::bit_cast<unsigned>(value);
     cuda::atomic_ref<unsigned long long, cuda::thread_scope_device>(words[tile])
         .store(word, cuda::memory_order_relaxed);
   }
-  __device__ TileState<C> Load(int64_t tile) const {
+  __device__ TileState<S> Load(int64_t tile) const {
     const unsigned long long word =
         cuda::atomic_ref<unsigned long long, cuda::thread_scope_device>(words[tile])
             .load(cuda::memory_order_relaxed);
     return {static_cast<unsigned>(word >> 32),
-            cuda::std::bit_cast<C>(static_cast<unsigned>(word & 0xffffffffu))};
+            cuda::std::bit_cast<S>(static_cast<unsigned>(word & 0xffffffffu))};
   }
 };
 
-template <typename C>
-struct TileStates<C, false> {
-  static_assert(sizeof(C) == 8, "a 16-byte state: a status word and a 64-bit value");
+template <typename S>
+struct TileStates<S, 8> {
   unsigned long long* words;  // [2 * tiles]: status, value
 
   static int64_t Bytes(int64_t tiles) { return tiles * 16; }
   explicit TileStates(void* workspace) : words(static_cast<unsigned long long*>(workspace)) {}
 
-  __device__ void Publish(int64_t tile, unsigned status, C value) const {
+  __device__ void Publish(int64_t tile, unsigned status, S value) const {
     const unsigned long long bits = cuda::std::bit_cast<unsigned long long>(value);
     asm volatile(
         "{\n\t.reg .b128 state;\n\tmov.b128 state, {%1, %2};\n\t"
@@ -263,7 +306,7 @@ struct TileStates<C, false> {
         : "l"(words + 2 * tile), "l"(static_cast<unsigned long long>(status)), "l"(bits)
         : "memory");
   }
-  __device__ TileState<C> Load(int64_t tile) const {
+  __device__ TileState<S> Load(int64_t tile) const {
     unsigned long long status = 0, bits = 0;
     asm volatile(
         "{\n\t.reg .b128 state;\n\tld.relaxed.gpu.global.b128 state, [%2];\n\t"
@@ -271,7 +314,37 @@ struct TileStates<C, false> {
         : "=l"(status), "=l"(bits)
         : "l"(words + 2 * tile)
         : "memory");
-    return {static_cast<unsigned>(status), cuda::std::bit_cast<C>(bits)};
+    return {static_cast<unsigned>(status), cuda::std::bit_cast<S>(bits)};
+  }
+};
+
+// Any other state: a slot for the total and one for the inclusive prefix, each written before
+// the status that announces it is released, and never written again (so a reader that has
+// acquired a status reads its slot whole).
+template <typename S>
+struct TileStates<S, 0> {
+  struct Record {
+    unsigned status;
+    S total;
+    S inclusive;
+  };
+  Record* records;  // [tiles]
+
+  static int64_t Bytes(int64_t tiles) { return tiles * static_cast<int64_t>(sizeof(Record)); }
+  explicit TileStates(void* workspace) : records(static_cast<Record*>(workspace)) {}
+
+  __device__ void Publish(int64_t tile, unsigned status, S value) const {
+    Record& record = records[tile];
+    (status == kTileInclusive ? record.inclusive : record.total) = value;
+    cuda::atomic_ref<unsigned, cuda::thread_scope_device>(record.status)
+        .store(status, cuda::memory_order_release);
+  }
+  __device__ TileState<S> Load(int64_t tile) const {
+    Record& record = records[tile];
+    const unsigned status = cuda::atomic_ref<unsigned, cuda::thread_scope_device>(record.status)
+                                .load(cuda::memory_order_acquire);
+    if (status == kTileEmpty) return {status, S{}};
+    return {status, status == kTileInclusive ? record.inclusive : record.total};
   }
 };
 
@@ -283,26 +356,26 @@ struct TileStates<C, false> {
 // every inclusive prefix is then the left-to-right combination of the row's tile totals,
 // whichever tile the look-back reached: the bits depend on the input alone. (cub::DeviceScan's
 // look-back combines what it finds as a tree, whose shape depends on the timing.)
-template <typename C, typename Op>
+template <typename S, typename Op>
 struct ChainedPrefix {
-  TileStates<C> states;
+  TileStates<S> states;
   int64_t id;             // the tile, in rows x tiles
   int64_t row_first;      // the id of the row's first tile
-  C (*window)[32];        // kScanLookBackWindows windows, in shared memory
+  S (*window)[32];        // kScanLookBackWindowsOf<S> windows, in shared memory
 
   // What lane `lane` of the window ending at `end` sees, once the tile has published (every
   // earlier tile is held by a block already running).
-  __device__ TileState<C> Look(int64_t end, int lane) const {
+  __device__ TileState<S> Look(int64_t end, int lane) const {
     const int64_t tile = end - 1 - lane;
     if (tile < row_first) return {kTileEmpty, Op::Identity()};
-    TileState<C> state;
+    TileState<S> state;
     do {
       state = states.Load(tile);
     } while (state.status == kTileEmpty);
     return state;
   }
 
-  __device__ C operator()(C total) const {
+  __device__ S operator()(S total) const {
     const Op op{};
     const int lane = static_cast<int>(threadIdx.x) % 32;
     if (id == row_first) {
@@ -312,13 +385,13 @@ struct ChainedPrefix {
     if (lane == 0) states.Publish(id, kTileTotal, total);
     int64_t end = id;
     int windows = 0;  // kept in shared memory, between this tile and the window looked at
-    TileState<C> seen = Look(end, lane);
+    TileState<S> seen = Look(end, lane);
     unsigned inclusive = __ballot_sync(0xffffffffu, seen.status == kTileInclusive);
     while (inclusive == 0) {
       // Back one window; with as many kept as there is room for, the same window again, until
       // one of its tiles publishes its inclusive prefix (each will: its own look-back waits
       // only on tiles before it).
-      if (windows < kScanLookBackWindows) {
+      if (windows < kScanLookBackWindowsOf<S>) {
         window[windows++][lane] = seen.value;
         end -= 32;
       }
@@ -327,9 +400,9 @@ struct ChainedPrefix {
     }
     // Forward again, from the nearest inclusive prefix, combining each later total in order.
     const int nearest = __ffs(inclusive) - 1;
-    C before = __shfl_sync(0xffffffffu, seen.value, nearest);
+    S before = ShuffleFrom(seen.value, nearest, 32);
     for (int k = nearest - 1; k >= 0; --k) {
-      before = op(before, __shfl_sync(0xffffffffu, seen.value, k));
+      before = op(before, ShuffleFrom(seen.value, k, 32));
     }
     __syncwarp();  // the kept windows, each lane's value written by it, read by all
     for (int w = windows - 1; w >= 0; --w) {
@@ -344,18 +417,21 @@ struct ChainedPrefix {
 // look-back waits for is held by a block already running (cub::DeviceScan relies on the same).
 template <typename T, typename Op, typename Fn, typename... In>
 __global__ void __launch_bounds__(kScanTileThreads, kScanTileBlocksPerSm)
-    TileScanKernel(Fn fn, int64_t cols, int64_t tiles, bool reverse, TileStates<Compute<T>> states,
+    TileScanKernel(Fn fn, int64_t cols, int64_t tiles, bool reverse,
+                   TileStates<typename ScanCarry<Op, Compute<T>>::State> states,
                    T* __restrict__ out, const In*... ins) {
   using M = FloatMath<T>;
   using C = Compute<T>;
+  using Carry = ScanCarry<Op, C>;
+  using S = typename Carry::State;
   constexpr int kItems = kScanTileItems<C>;
   using Exchange = cub::BlockExchange<C, kScanTileThreads, kItems>;
-  using Scan = cub::BlockScan<C, kScanTileThreads, cub::BLOCK_SCAN_WARP_SCANS>;
+  using Scan = cub::BlockScan<S, kScanTileThreads, cub::BLOCK_SCAN_WARP_SCANS>;
   __shared__ union {
     typename Exchange::TempStorage exchange;
     typename Scan::TempStorage scan;
   } temp;
-  __shared__ C window[kScanLookBackWindows][32];
+  __shared__ S window[kScanLookBackWindowsOf<S>][32];
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int lane = static_cast<int>(threadIdx.x) % 32;
   const int64_t id = blockIdx.x;
@@ -364,12 +440,20 @@ __global__ void __launch_bounds__(kScanTileThreads, kScanTileBlocksPerSm)
   const int64_t start = tile * kScanTile<C>;
   const int64_t base = row * cols;
   C values[kItems];
-  LoadTile<kItems, T>(fn, base, cols, start, reverse, values, Op::Identity(), ins...);
+  LoadTile<kItems, T>(fn, base, cols, start, reverse, values, C(0), ins...);
   // Lane-strided within each warp's part to consecutive per thread (what BlockScan scans).
   Exchange(temp.exchange).WarpStripedToBlocked(values, values);
   __syncthreads();  // temp.exchange's last reads before temp.scan's writes
-  ChainedPrefix<C, Op> prefix{states, id, id - tile, window};
-  Scan(temp.scan).InclusiveScan(values, values, Op{}, prefix);
+  S scanned[kItems];
+  const int64_t blocked = start + int64_t{threadIdx.x} * kItems;  // this thread's first, now
+#pragma unroll
+  for (int k = 0; k < kItems; ++k) {
+    scanned[k] = blocked + k < cols ? Carry::Lift(values[k]) : Op::Identity();
+  }
+  ChainedPrefix<S, Op> prefix{states, id, id - tile, window};
+  Scan(temp.scan).InclusiveScan(scanned, scanned, Op{}, prefix);
+#pragma unroll
+  for (int k = 0; k < kItems; ++k) values[k] = Carry::Lower(scanned[k]);
   __syncthreads();  // temp.scan's last reads before temp.exchange's writes
   Exchange(temp.exchange).BlockedToWarpStriped(values, values);
   const int64_t first = start + int64_t{warp} * 32 * kItems + lane;
@@ -389,6 +473,7 @@ void LaunchScan(const Fn& fn, int64_t rows, int64_t cols, bool reverse, cudaStre
                 "LaunchScan: every input has the output's storage type");
   using C = Compute<T>;
   using Op = typename ScanOpOf<Fn, C>::type;
+  using S = typename ScanCarry<Op, C>::State;
   if (rows == 0 || cols == 0) return;
   if (cols < kScanBlockMinCols) {  // short rows: a group of lanes per row
     const auto launch = [&](auto lanes) {
@@ -422,14 +507,14 @@ void LaunchScan(const Fn& fn, int64_t rows, int64_t cols, bool reverse, cudaStre
     return;
   }
   // Few long rows: a block per tile, the tiles' states in the framework's memory.
-  const int64_t bytes = TileStates<C>::Bytes(rows * tiles);
+  const int64_t bytes = TileStates<S>::Bytes(rows * tiles);
   ffi::Tensor workspace = AllocFromFramework(ffi::Shape({cuda::ceil_div(bytes, int64_t{8})}),
                                              kInt64, DLDevice{kDLCUDA, device});
   TVM_FFI_ICHECK_EQ(reinterpret_cast<uintptr_t>(workspace.data_ptr()) % 16, 0)
       << "the framework's allocator returned memory less aligned than 16 bytes";
   TVM_FFI_CHECK_CUDA_ERROR(cudaMemsetAsync(workspace.data_ptr(), 0, bytes, stream));
   TileScanKernel<T, Op><<<static_cast<unsigned int>(rows * tiles), kScanTileThreads, 0, stream>>>(
-      fn, cols, tiles, reverse, TileStates<C>(workspace.data_ptr()), out, ins...);
+      fn, cols, tiles, reverse, TileStates<S>(workspace.data_ptr()), out, ins...);
   CHECK_CUDA_LAUNCH();
   // The workspace goes back to the framework's allocator here; its stream-ordered reuse comes
   // after this launch on the same stream.

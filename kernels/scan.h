@@ -32,13 +32,16 @@
 //
 // An operator is associative (up to rounding) and commutative, with an identity: `Identity()`
 // and `operator()(before, after)`, the combination of what comes before with what comes after
-// (the CUDA launcher's tiles combine their elements in another order than the row's).
+// (the CUDA launcher's tiles combine their elements in another order than the row's). It may
+// carry its running combination in a state of its own (`using State`, with `Lift(C)` from a
+// value and `Lower(State)` to one; C itself when it declares none): a product's is m * 2^e, so
+// that no stretch of a row overflows or underflows where the row's running product does not
+// (after a zero, the stretch 2, 2, 2, ... would overflow, and 0 * inf is NaN).
 // `kStretchesStayFinite = true` says that the combination of any stretch of a row is finite
 // where the row's running combinations are (a sum's, up to its largest values, a maximum's, a
-// log-sum-exp's); the CPU launcher then scans stretches side by side. A product's is not: after
-// a zero, the stretch 2, 2, 2, ... overflows where the running product stays 0, and 0 * inf is
-// NaN; so the CPU scans it in order. On CUDA every operator's stretches are combined (warps,
-// tiles): a product scan there can give NaN or inf where the in-order product is finite.
+// log-sum-exp's, a product's in its state); the CPU launcher then scans stretches side by side,
+// and scans an operator that does not say in order. On CUDA every operator's stretches are
+// combined (warps, tiles), so an operator written for a scan there must keep them finite.
 // `reverse` runs the scan from the end of each row: the gradient of a sum scan is the sum scan
 // of the incoming gradient the other way (python/scale_lib/ops/ has the others'), so an op
 // that has one has its vjp. Every element is read before it is written, by the block that writes
@@ -47,6 +50,7 @@
 #define SCALE_LIB_KERNELS_SCAN_H_
 
 #include <cmath>
+#include <cstring>
 #include <type_traits>
 
 #include "elementwise.h"  // SCALE_LIB_HOST_DEVICE
@@ -62,11 +66,78 @@ struct ScanSum {
   SCALE_LIB_HOST_DEVICE C operator()(C a, C b) const { return a + b; }
 };
 
-// A running product.
+// A running product, carried as m * 2^e (ScaledProduct): m is 0, an infinity, NaN, or of a
+// magnitude within [1, 2) (within [2^-kBound, 2^(kBound + 1)) is all Lower needs), so that the
+// product of two is a normal number and rounds as the product of the values does (the same bits
+// as in order while that stays normal); e is exact, saturating at +-kMaxExponent, far beyond any
+// C's range. Only the output is rounded to C's range (Lower). Moving a power of two between m
+// and e is exact: a few integer instructions on the bits, no division.
+template <typename C>
+struct ScaledProduct {
+  C m;
+  int e;
+};
+
 template <typename C>
 struct ScanProd {
-  SCALE_LIB_HOST_DEVICE static C Identity() { return C(1); }
-  SCALE_LIB_HOST_DEVICE C operator()(C a, C b) const { return a * b; }
+  using State = ScaledProduct<C>;
+  static constexpr bool kStretchesStayFinite = true;
+  static constexpr int kBound = sizeof(C) == 8 ? 510 : 62;
+  static constexpr int kMaxExponent = 1 << 29;
+
+  SCALE_LIB_HOST_DEVICE static State Identity() { return {C(1), 0}; }
+  SCALE_LIB_HOST_DEVICE static State Lift(C v) { return Normalised(v, 0); }
+  SCALE_LIB_HOST_DEVICE static C Lower(State s) {
+    // Within these bounds m * 2^e is a normal number: exact.
+    if (s.e >= -(kBound + 2) && s.e <= kBound + 2) return s.m * Pow2(s.e);
+    // Below half the smallest subnormal (an underflowed product): a zero of m's sign.
+    if (s.e < -(kBound + 1 + kBias + kFraction) && s.m - s.m == 0) return s.m * C(0);
+    return std::ldexp(s.m, s.e);  // beyond C's range, or subnormal: rounded once
+  }
+  SCALE_LIB_HOST_DEVICE State operator()(State a, State b) const {
+    return Normalised(a.m * b.m, a.e + b.e);
+  }
+
+ private:
+  using Bits = std::conditional_t<sizeof(C) == 8, unsigned long long, unsigned>;
+  static constexpr int kFraction = sizeof(C) == 8 ? 52 : 23;  // the stored fraction's bits
+  static constexpr int kBias = sizeof(C) == 8 ? 1023 : 127;
+  static constexpr int kAllOnes = 2 * kBias + 1;  // the exponent field of inf and NaN
+
+  SCALE_LIB_HOST_DEVICE static Bits ToBits(C v) {
+    Bits bits;
+    memcpy(&bits, &v, sizeof(C));
+    return bits;
+  }
+  SCALE_LIB_HOST_DEVICE static C FromBits(Bits bits) {
+    C v;
+    memcpy(&v, &bits, sizeof(C));
+    return v;
+  }
+  SCALE_LIB_HOST_DEVICE static int Field(C v) {
+    return static_cast<int>(ToBits(v) >> kFraction) & kAllOnes;
+  }
+  // 2^k for k within [-(kBound + 2), kBound + 2], exactly.
+  SCALE_LIB_HOST_DEVICE static C Pow2(int k) {
+    return FromBits(static_cast<Bits>(k + kBias) << kFraction);
+  }
+  // m * 2^e with m within [1, 2), exactly (the exponent moves from m to e), without a branch but
+  // for a subnormal input.
+  SCALE_LIB_HOST_DEVICE static State Normalised(C m, int e) {
+    e = e < -kMaxExponent ? -kMaxExponent : (e > kMaxExponent ? kMaxExponent : e);
+    int field = Field(m);
+    if (field == 0 && m != 0) {  // subnormal (an input only): made normal first
+      m *= Pow2(kBound);
+      e -= kBound;
+      field = Field(m);
+    }
+    // 0, inf and NaN stay as they are; any other m moves its exponent to e (m within [1, 2)).
+    const bool keep = field == 0 || field == kAllOnes;
+    const Bits exponent_mask = static_cast<Bits>(kAllOnes) << kFraction;
+    const C moved =
+        FromBits((ToBits(m) & ~exponent_mask) | (static_cast<Bits>(kBias) << kFraction));
+    return {keep ? m : moved, keep ? e : e + (field - kBias)};
+  }
 };
 
 // A running maximum; a NaN propagates (the first one met). Of equal values (-0 and +0) the
@@ -123,6 +194,21 @@ struct ScanOpOf {
 template <typename Fn, typename C>
 struct ScanOpOf<Fn, C, std::void_t<typename Fn::Op>> {
   using type = typename Fn::Op;
+};
+
+// How an operator carries its running combination: in State, from a value by Lift and back by
+// Lower, where it declares one (ScanProd); else in C itself.
+template <typename Op, typename C, typename = void>
+struct ScanCarry {
+  using State = C;
+  SCALE_LIB_HOST_DEVICE static C Lift(C v) { return v; }
+  SCALE_LIB_HOST_DEVICE static C Lower(C s) { return s; }
+};
+template <typename Op, typename C>
+struct ScanCarry<Op, C, std::void_t<typename Op::State>> {
+  using State = typename Op::State;
+  SCALE_LIB_HOST_DEVICE static State Lift(C v) { return Op::Lift(v); }
+  SCALE_LIB_HOST_DEVICE static C Lower(State s) { return Op::Lower(s); }
 };
 
 }  // namespace scale_lib
