@@ -84,31 +84,18 @@ __device__ __forceinline__ int64_t ScanIndex(int64_t base, int64_t cols, int64_t
   return base + (reverse ? cols - 1 - j : j);
 }
 
-// __shfl_up_sync and __shfl_sync for a state of any type: a word at a time.
-template <typename S>
-__device__ __forceinline__ S ShuffleUp(S value, int delta, int width) {
+// A warp shuffle (`shuffle`, a __shfl_*_sync of one value) of a state of any type: a word at a
+// time where it is not a number.
+template <typename S, typename Shuffle>
+__device__ __forceinline__ S ShuffleState(S value, const Shuffle& shuffle) {
   if constexpr (std::is_arithmetic_v<S>) {
-    return __shfl_up_sync(0xffffffffu, value, delta, width);
+    return shuffle(value);
   } else {
     static_assert(sizeof(S) % 4 == 0, "a scan state of whole 32-bit words");
     unsigned words[sizeof(S) / 4];
     memcpy(words, &value, sizeof(S));
 #pragma unroll
-    for (unsigned& w : words) w = __shfl_up_sync(0xffffffffu, w, delta, width);
-    memcpy(&value, words, sizeof(S));
-    return value;
-  }
-}
-template <typename S>
-__device__ __forceinline__ S ShuffleFrom(S value, int lane, int width) {
-  if constexpr (std::is_arithmetic_v<S>) {
-    return __shfl_sync(0xffffffffu, value, lane, width);
-  } else {
-    static_assert(sizeof(S) % 4 == 0, "a scan state of whole 32-bit words");
-    unsigned words[sizeof(S) / 4];
-    memcpy(words, &value, sizeof(S));
-#pragma unroll
-    for (unsigned& w : words) w = __shfl_sync(0xffffffffu, w, lane, width);
+    for (unsigned& w : words) w = shuffle(w);
     memcpy(&value, words, sizeof(S));
     return value;
   }
@@ -207,14 +194,16 @@ __global__ void __launch_bounds__(kScanThreads)
       for (int d = 1; d < kLanes; d *= 2) {
 #pragma unroll
         for (int k = 0; k < kScanItems; ++k) {
-          const S before = ShuffleUp(values[k], d, kLanes);
+          const S before = ShuffleState(
+              values[k], [&](auto v) { return __shfl_up_sync(0xffffffffu, v, d, kLanes); });
           if (lane >= d) values[k] = op(before, values[k]);
         }
       }
       // Then in order along the row: each part after the combination of those before it.
 #pragma unroll
       for (int k = 0; k < kScanItems; ++k) {
-        const S total = ShuffleFrom(values[k], kLanes - 1, kLanes);
+        const S total = ShuffleState(
+            values[k], [](auto v) { return __shfl_sync(0xffffffffu, v, kLanes - 1, kLanes); });
         values[k] = op(carry, values[k]);
         carry = op(carry, total);
       }
@@ -400,10 +389,11 @@ struct ChainedPrefix {
     }
     // Forward again, from the nearest inclusive prefix, combining each later total in order.
     const int nearest = __ffs(inclusive) - 1;
-    S before = ShuffleFrom(seen.value, nearest, 32);
-    for (int k = nearest - 1; k >= 0; --k) {
-      before = op(before, ShuffleFrom(seen.value, k, 32));
-    }
+    const auto from = [&](int source) {
+      return ShuffleState(seen.value, [&](auto v) { return __shfl_sync(0xffffffffu, v, source); });
+    };
+    S before = from(nearest);
+    for (int k = nearest - 1; k >= 0; --k) before = op(before, from(k));
     __syncwarp();  // the kept windows, each lane's value written by it, read by all
     for (int w = windows - 1; w >= 0; --w) {
       for (int k = 31; k >= 0; --k) before = op(before, window[w][k]);
