@@ -67,11 +67,11 @@ struct ScanSum {
 };
 
 // A running product, carried as m * 2^e (ScaledProduct): m is 0, an infinity, NaN, or of a
-// magnitude within [1, 2) (within [2^-kBound, 2^(kBound + 1)) is all Lower needs), so that the
-// product of two is a normal number and rounds as the product of the values does (the same bits
-// as in order while that stays normal); e is exact, saturating at +-kMaxExponent, far beyond any
-// C's range. Only the output is rounded to C's range (Lower). Moving a power of two between m
-// and e is exact: a few integer instructions on the bits, no division.
+// magnitude within [1, 2); e is exact, saturating at +-kMaxExponent, far beyond any C's range.
+// The product of two m is then within [1, 4), a normal number that rounds as the product of the
+// values does (the same bits as in order while that stays normal), and halving it when it
+// reaches 2 is exact: a combination is a multiplication, a comparison and a selection, besides
+// the integer exponents. Only the output is rounded to C's range (Lower).
 template <typename C>
 struct ScaledProduct {
   C m;
@@ -82,20 +82,39 @@ template <typename C>
 struct ScanProd {
   using State = ScaledProduct<C>;
   static constexpr bool kStretchesStayFinite = true;
-  static constexpr int kBound = sizeof(C) == 8 ? 510 : 62;
   static constexpr int kMaxExponent = 1 << 29;
 
   SCALE_LIB_HOST_DEVICE static State Identity() { return {C(1), 0}; }
-  SCALE_LIB_HOST_DEVICE static State Lift(C v) { return Normalised(v, 0); }
-  SCALE_LIB_HOST_DEVICE static C Lower(State s) {
-    // Within these bounds m * 2^e is a normal number: exact.
-    if (s.e >= -(kBound + 2) && s.e <= kBound + 2) return s.m * Pow2(s.e);
-    // Below half the smallest subnormal (an underflowed product): a zero of m's sign.
-    if (s.e < -(kBound + 1 + kBias + kFraction) && s.m - s.m == 0) return s.m * C(0);
-    return std::ldexp(s.m, s.e);  // beyond C's range, or subnormal: rounded once
-  }
   SCALE_LIB_HOST_DEVICE State operator()(State a, State b) const {
-    return Normalised(a.m * b.m, a.e + b.e);
+    const C m = a.m * b.m;
+    const bool halve = (m < 0 ? -m : m) >= C(2);  // false for 0 and NaN; inf stays inf
+    int e = a.e + b.e + (halve ? 1 : 0);
+    e = e < -kMaxExponent ? -kMaxExponent : (e > kMaxExponent ? kMaxExponent : e);
+    return {halve ? m * C(0.5) : m, e};
+  }
+
+  // A value's state: its exponent moved to e (exactly; a subnormal is made normal first).
+  SCALE_LIB_HOST_DEVICE static State Lift(C v) {
+    int e = 0;
+    int field = Field(v);
+    if (field == 0 && v != 0) {  // subnormal
+      v *= Pow2(kFraction + 1);
+      e = -(kFraction + 1);
+      field = Field(v);
+    }
+    if (field == 0 || field == kAllOnes) return {v, 0};  // 0, inf, NaN
+    const Bits exponent_mask = static_cast<Bits>(kAllOnes) << kFraction;
+    return {FromBits((ToBits(v) & ~exponent_mask) | (static_cast<Bits>(kBias) << kFraction)),
+            e + field - kBias};
+  }
+  // m * 2^e in C, rounded once.
+  SCALE_LIB_HOST_DEVICE static C Lower(State s) {
+    if (s.e >= 1 - kBias && s.e <= kBias) return s.m * Pow2(s.e);  // a normal number, or inf
+    // Beyond the largest finite value (inf), or below half the smallest subnormal (a zero of
+    // m's sign); 0, inf and NaN stay as they are. Each step is exact but the last.
+    if (s.e > kBias) return s.m * Pow2(kBias) * Pow2(kBias);
+    if (s.e < -(kBias + kFraction)) return s.m * Pow2(1 - kBias) * Pow2(1 - kBias);
+    return std::ldexp(s.m, s.e);  // a subnormal
   }
 
  private:
@@ -117,26 +136,9 @@ struct ScanProd {
   SCALE_LIB_HOST_DEVICE static int Field(C v) {
     return static_cast<int>(ToBits(v) >> kFraction) & kAllOnes;
   }
-  // 2^k for k within [-(kBound + 2), kBound + 2], exactly.
+  // 2^k for k within [1 - kBias, kBias], exactly.
   SCALE_LIB_HOST_DEVICE static C Pow2(int k) {
     return FromBits(static_cast<Bits>(k + kBias) << kFraction);
-  }
-  // m * 2^e with m within [1, 2), exactly (the exponent moves from m to e), without a branch but
-  // for a subnormal input.
-  SCALE_LIB_HOST_DEVICE static State Normalised(C m, int e) {
-    e = e < -kMaxExponent ? -kMaxExponent : (e > kMaxExponent ? kMaxExponent : e);
-    int field = Field(m);
-    if (field == 0 && m != 0) {  // subnormal (an input only): made normal first
-      m *= Pow2(kBound);
-      e -= kBound;
-      field = Field(m);
-    }
-    // 0, inf and NaN stay as they are; any other m moves its exponent to e (m within [1, 2)).
-    const bool keep = field == 0 || field == kAllOnes;
-    const Bits exponent_mask = static_cast<Bits>(kAllOnes) << kFraction;
-    const C moved =
-        FromBits((ToBits(m) & ~exponent_mask) | (static_cast<Bits>(kBias) << kFraction));
-    return {keep ? m : moved, keep ? e : e + (field - kBias)};
   }
 };
 
