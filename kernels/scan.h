@@ -39,9 +39,11 @@
 // (after a zero, the stretch 2, 2, 2, ... would overflow, and 0 * inf is NaN).
 // `kStretchesStayFinite = true` says that the combination of any stretch of a row is finite
 // where the row's running combinations are (a sum's, up to its largest values, a maximum's, a
-// log-sum-exp's, a product's in its state); the CPU launcher then scans stretches side by side,
-// and scans an operator that does not say in order. On CUDA every operator's stretches are
-// combined (warps, tiles), so an operator written for a scan there must keep them finite.
+// log-sum-exp's), and cheap: the CPU launcher then scans stretches side by side, and scans an
+// operator that does not say in order (a product, whose stretches stay finite in its state but
+// whose combination costs more than the side-by-side segments save). On CUDA every operator's
+// stretches are combined (warps, tiles), so an operator written for a scan there must keep them
+// finite.
 // `reverse` runs the scan from the end of each row: the gradient of a sum scan is the sum scan
 // of the incoming gradient the other way (python/scale_lib/ops/ has the others'), so an op
 // that has one has its vjp. Every element is read before it is written, by the block that writes
@@ -66,12 +68,20 @@ struct ScanSum {
   SCALE_LIB_HOST_DEVICE C operator()(C a, C b) const { return a + b; }
 };
 
-// A running product, carried as m * 2^e (ScaledProduct): m is 0, an infinity, NaN, or of a
-// magnitude within [1, 2); e is exact, saturating at +-kMaxExponent, far beyond any C's range.
-// The product of two m is then within [1, 4), a normal number that rounds as the product of the
-// values does (the same bits as in order while that stays normal), and halving it when it
-// reaches 2 is exact: a combination is a multiplication, a comparison and a selection, besides
-// the integer exponents. Only the output is rounded to C's range (Lower).
+// A running product, carried as m * 2^e (ScaledProduct): e is an exact integer, saturating at
+// +-kMaxExponent (far beyond any C's range), and only the output is rounded to C's range
+// (Lower). The product of two m of magnitudes within [2^-kBound, 2^kBound] is a normal number,
+// rounded as the exact product of the values is (the same bits as in order while that stays
+// normal); moving a power of two between m and e is exact, a few integer instructions on the
+// bits. Each device keeps the products within the bounds its own way:
+//   - on CUDA, where the warps and tiles combine stretches and a branch costs every lane, every
+//     m is within [1, 2) (or 0, inf, NaN): a product of two is within [1, 4), halved (exactly)
+//     when it reaches 2;
+//   - on the CPU, which scans a product in order (it does not declare kStretchesStayFinite: the
+//     CPU's side-by-side segments pay for a cheap combination, not for this one), a value is
+//     its own state, and m is the running product itself while that stays within the bounds;
+//     when it leaves them, the product is taken again from both sides brought to [1, 2). A
+//     predicted branch beside the chain of multiplications.
 template <typename C>
 struct ScaledProduct {
   C m;
@@ -81,40 +91,45 @@ struct ScaledProduct {
 template <typename C>
 struct ScanProd {
   using State = ScaledProduct<C>;
-  static constexpr bool kStretchesStayFinite = true;
+  static constexpr int kBound = sizeof(C) == 8 ? 510 : 62;
   static constexpr int kMaxExponent = 1 << 29;
 
   SCALE_LIB_HOST_DEVICE static State Identity() { return {C(1), 0}; }
+  SCALE_LIB_HOST_DEVICE static State Lift(C v) {
+#if defined(__CUDA_ARCH__)
+    return Normalised(v, 0);
+#else
+    return {v, 0};
+#endif
+  }
   SCALE_LIB_HOST_DEVICE State operator()(State a, State b) const {
     const C m = a.m * b.m;
+    const int e = Clamped(a.e + b.e);
+#if defined(__CUDA_ARCH__)
     const bool halve = (m < 0 ? -m : m) >= C(2);  // false for 0 and NaN; inf stays inf
-    int e = a.e + b.e + (halve ? 1 : 0);
-    e = e < -kMaxExponent ? -kMaxExponent : (e > kMaxExponent ? kMaxExponent : e);
-    return {halve ? m * C(0.5) : m, e};
-  }
-
-  // A value's state: its exponent moved to e (exactly; a subnormal is made normal first).
-  SCALE_LIB_HOST_DEVICE static State Lift(C v) {
-    int e = 0;
-    int field = Field(v);
-    if (field == 0 && v != 0) {  // subnormal
-      v *= Pow2(kFraction + 1);
-      e = -(kFraction + 1);
-      field = Field(v);
+    return {halve ? m * C(0.5) : m, e + (halve ? 1 : 0)};
+#else
+    if (InBounds(m)) return {m, e};  // a normal number: rounded as the exact product
+    if ((!InBounds(a.m) && !Special(a.m)) || (!InBounds(b.m) && !Special(b.m))) {
+      // A side beyond the bounds (a value, or a state past a product of two within them):
+      // from both sides within [1, 2), as on CUDA.
+      const State x = Normalised(a.m, a.e), y = Normalised(b.m, b.e);
+      return Normalised(x.m * y.m, Clamped(x.e + y.e));
     }
-    if (field == 0 || field == kAllOnes) return {v, 0};  // 0, inf, NaN
-    const Bits exponent_mask = static_cast<Bits>(kAllOnes) << kFraction;
-    return {FromBits((ToBits(v) & ~exponent_mask) | (static_cast<Bits>(kBias) << kFraction)),
-            e + field - kBias};
+    return Normalised(m, e);  // within the bounds on both sides, so exact: only rescaled
+#endif
   }
   // m * 2^e in C, rounded once.
   SCALE_LIB_HOST_DEVICE static C Lower(State s) {
-    if (s.e >= 1 - kBias && s.e <= kBias) return s.m * Pow2(s.e);  // a normal number, or inf
-    // Beyond the largest finite value (inf), or below half the smallest subnormal (a zero of
-    // m's sign); 0, inf and NaN stay as they are. Each step is exact but the last.
-    if (s.e > kBias) return s.m * Pow2(kBias) * Pow2(kBias);
-    if (s.e < -(kBias + kFraction)) return s.m * Pow2(1 - kBias) * Pow2(1 - kBias);
-    return std::ldexp(s.m, s.e);  // a subnormal
+    if (s.e == 0) return s.m;
+    // With m within [1, 2), the first step is exact (m * 2^e1 is a normal number) and only the
+    // second rounds (to a subnormal, 0 or inf past C's range; past both steps' reach the
+    // result is that of the second alone).
+    const State n = Normalised(s.m, s.e);
+    const int e1 = n.e < 1 - kBias ? 1 - kBias : (n.e > kBias ? kBias : n.e);
+    const int rest = n.e - e1;
+    const int e2 = rest < 1 - kBias ? 1 - kBias : (rest > kBias ? kBias : rest);
+    return n.m * Pow2(e1) * Pow2(e2);
   }
 
  private:
@@ -139,6 +154,31 @@ struct ScanProd {
   // 2^k for k within [1 - kBias, kBias], exactly.
   SCALE_LIB_HOST_DEVICE static C Pow2(int k) {
     return FromBits(static_cast<Bits>(k + kBias) << kFraction);
+  }
+  SCALE_LIB_HOST_DEVICE static int Clamped(int e) {
+    return e < -kMaxExponent ? -kMaxExponent : (e > kMaxExponent ? kMaxExponent : e);
+  }
+  // Whether m is 0, inf or NaN.
+  SCALE_LIB_HOST_DEVICE static bool Special(C m) { return m == 0 || m - m != 0; }
+  // Whether m is within the bounds (false for 0, inf and NaN).
+  SCALE_LIB_HOST_DEVICE static bool InBounds(C m) {
+    const C magnitude = m < 0 ? -m : m;
+    return magnitude >= Pow2(-kBound) && magnitude <= Pow2(kBound);
+  }
+  // m * 2^e with m within [1, 2), exactly (the exponent moves from m to e); 0, inf and NaN stay
+  // as they are. A branch only for a subnormal (an input).
+  SCALE_LIB_HOST_DEVICE static State Normalised(C m, int e) {
+    int field = Field(m);
+    if (field == 0 && m != 0) {
+      m *= Pow2(kFraction + 1);
+      e -= kFraction + 1;
+      field = Field(m);
+    }
+    const bool keep = field == 0 || field == kAllOnes;
+    const Bits exponent_mask = static_cast<Bits>(kAllOnes) << kFraction;
+    const C moved =
+        FromBits((ToBits(m) & ~exponent_mask) | (static_cast<Bits>(kBias) << kFraction));
+    return {keep ? m : moved, keep ? e : e + (field - kBias)};
   }
 };
 
