@@ -68,12 +68,13 @@ struct ScanSum {
   SCALE_LIB_HOST_DEVICE C operator()(C a, C b) const { return a + b; }
 };
 
-// A running product, carried as m * 2^e (ScaledProduct): e is an exact integer, saturating at
-// +-kMaxExponent (far beyond any C's range), and only the output is rounded to C's range
-// (Lower). The product of two m of magnitudes within [2^-kBound, 2^kBound] is a normal number,
-// rounded as the exact product of the values is (the same bits as in order while that stays
-// normal); moving a power of two between m and e is exact, a few integer instructions on the
-// bits. Each device keeps the products within the bounds its own way:
+// A running product, carried as m * 2^e (ScaledProduct): e is an exact integer, and only the
+// output is rounded to C's range (Lower). Past +-kMaxExponent binary orders (far beyond any C's
+// range) the product is taken as inf or 0 for good, as the product in C would be. The product of
+// two m of magnitudes within [2^-kBound, 2^kBound] is a normal number, rounded as the exact product
+// of the values is (the same bits as in order while that stays normal); moving a power of two
+// between m and e is exact, a few integer instructions on the bits. Each device keeps the products
+// within the bounds its own way:
 //   - on CUDA, where the warps and tiles combine stretches and a branch costs every lane, every
 //     m is within [1, 2) (or 0, inf, NaN): a product of two is within [1, 4), halved (exactly)
 //     when it reaches 2;
@@ -104,19 +105,21 @@ struct ScanProd {
   }
   SCALE_LIB_HOST_DEVICE State operator()(State a, State b) const {
     const C m = a.m * b.m;
-    const int e = Clamped(a.e + b.e);
+    const int e = a.e + b.e;  // each within kMaxExponent and C's exponents: no overflow
 #if defined(__CUDA_ARCH__)
     const bool halve = (m < 0 ? -m : m) >= C(2);  // false for 0 and NaN; inf stays inf
-    return {halve ? m * C(0.5) : m, e + (halve ? 1 : 0)};
+    return Saturated(halve ? m * C(0.5) : m, e + (halve ? 1 : 0));
 #else
-    if (InBounds(m)) return {m, e};  // a normal number: rounded as the exact product
+    if (InBounds(m)) return Saturated(m, e);  // a normal number: rounded as the exact product
     if ((!InBounds(a.m) && !Special(a.m)) || (!InBounds(b.m) && !Special(b.m))) {
       // A side beyond the bounds (a value, or a state past a product of two within them):
       // from both sides within [1, 2), as on CUDA.
       const State x = Normalised(a.m, a.e), y = Normalised(b.m, b.e);
-      return Normalised(x.m * y.m, Clamped(x.e + y.e));
+      const State product = Normalised(x.m * y.m, x.e + y.e);
+      return Saturated(product.m, product.e);
     }
-    return Normalised(m, e);  // within the bounds on both sides, so exact: only rescaled
+    const State product = Normalised(m, e);  // within the bounds on both sides: only rescaled
+    return Saturated(product.m, product.e);
 #endif
   }
   // m * 2^e in C, rounded once.
@@ -155,8 +158,12 @@ struct ScanProd {
   SCALE_LIB_HOST_DEVICE static C Pow2(int k) {
     return FromBits(static_cast<Bits>(k + kBias) << kFraction);
   }
-  SCALE_LIB_HOST_DEVICE static int Clamped(int e) {
-    return e < -kMaxExponent ? -kMaxExponent : (e > kMaxExponent ? kMaxExponent : e);
+  // Past kMaxExponent binary orders either way the product is past C's range for good: it is
+  // taken as the product in C takes it, inf or 0 of m's sign (0, inf and NaN stay), and e is 0.
+  SCALE_LIB_HOST_DEVICE static State Saturated(C m, int e) {
+    if (e >= -kMaxExponent && e <= kMaxExponent) return {m, e};
+    if (e > 0) return {m != 0 ? m * static_cast<C>(INFINITY) : m, 0};
+    return {m - m == 0 ? m * C(0) : m, 0};
   }
   // Whether m is 0, inf or NaN.
   SCALE_LIB_HOST_DEVICE static bool Special(C m) { return m == 0 || m - m != 0; }
