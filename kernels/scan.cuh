@@ -16,9 +16,10 @@
 //     multiprocessor): TileScanKernel, one pass over tiles of kScanTileThreads x
 //     kScanTileItems<C> elements, a block per tile, each tile's prefix found by a look-back over
 //     the totals and prefixes the tiles before it publish in a workspace (TileStates: 8 bytes a
-//     tile for a float state, 16 for a double one, zeroed before the launch). The workspace comes
-//     from the calling framework's allocator; a caller that publishes none (CuPy) gets the
-//     block-per-row path.
+//     tile for a 4-byte state, a float's; 16 for an 8-byte one, a double's or a float product's;
+//     40 for a float64 product's; zeroed before the launch). The workspace comes from the
+//     calling framework's allocator; a caller that publishes none (CuPy) gets the block-per-row
+//     path.
 // Every combination happens in an order that the shape alone fixes (the look-back's included:
 // see ChainedPrefix), so the same input gives the same bits on every run. The kernels combine in
 // the operator's state (ScanCarry, kernels/scan.h): C for most, m * 2^e for a product.
