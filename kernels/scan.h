@@ -128,7 +128,11 @@ struct ScanProd {
     // With m within [1, 2), the first step is exact (m * 2^e1 is a normal number) and only the
     // second rounds (to a subnormal, 0 or inf past C's range; past both steps' reach the
     // result is that of the second alone).
+#if defined(__CUDA_ARCH__)
+    const State n = s;  // m within [1, 2) already
+#else
     const State n = Normalised(s.m, s.e);
+#endif
     const int e1 = n.e < 1 - kBias ? 1 - kBias : (n.e > kBias ? kBias : n.e);
     const int rest = n.e - e1;
     const int e2 = rest < 1 - kBias ? 1 - kBias : (rest > kBias ? kBias : rest);
