@@ -68,13 +68,17 @@ inline constexpr int kScanTileItems =
 template <typename C>
 inline constexpr int64_t kScanTile = int64_t{kScanTileThreads} * kScanTileItems<C>;
 inline constexpr int64_t kScanFewRowsPerSm = 4;
-// The tiled path's launch bounds, by the state's size: four blocks per multiprocessor for a 4-byte
-// state (a float's), two for a larger one. More tiles in flight keep more loads in flight: on an
-// H100, float32 (1, 2^24) took 67-68 us with four (64 registers a thread) against 72-74 with the
-// 72 registers that let three run, bfloat16 54 against 62-64; float64, whose tile needs more
-// registers than four blocks leave, took 112-113 with four against 110-112.
-template <typename S>
-inline constexpr int kScanTileBlocksPerSmOf = sizeof(S) == 4 ? 4 : 2;
+// The tiled path's launch bounds: as many blocks per multiprocessor as a thread's values (C) and
+// state (S) leave registers for. More tiles in flight keep more loads in flight. On an H100:
+//   - a float's sum (a 4-byte state): four blocks, 64 registers a thread; float32 (1, 2^24) took
+//     67-68 us against 72-74 with the 72 registers that let three run, bfloat16 54 against 62-64;
+//   - a float's product (an 8-byte state): three, 80 registers; (16, 2^20) 95-96 against 114-115
+//     with two, (512, 2^15) 83-84 against 100;
+//   - any other (a double's sum or product, a larger state): two; a float64 sum took 112-113
+//     with four, 110-112 with two.
+template <typename C, typename S>
+inline constexpr int kScanTileBlocksPerSmOf =
+    sizeof(S) == 4 ? 4 : (sizeof(S) == 8 && sizeof(C) == 4 ? 3 : 2);
 // The look-back keeps up to this many windows of 32 tiles' totals in shared memory. It reaches
 // back at most as far as the blocks in flight (on an H100, up to 4 x 132 for float: 17 windows).
 // Past the windows kept it waits on the farthest (ChainedPrefix), with the same bits as a result
@@ -412,8 +416,8 @@ struct ChainedPrefix {
 // A block per tile, the tile of its own index: blocks start in index order, so every tile a
 // look-back waits for is held by a block already running (cub::DeviceScan relies on the same).
 template <typename T, typename Op, typename Fn, typename... In>
-__global__ void __launch_bounds__(kScanTileThreads,
-                                  kScanTileBlocksPerSmOf<typename ScanCarry<Op, Compute<T>>::State>)
+__global__ void __launch_bounds__(
+    kScanTileThreads, kScanTileBlocksPerSmOf<Compute<T>, typename ScanCarry<Op, Compute<T>>::State>)
     TileScanKernel(Fn fn, int64_t cols, int64_t tiles, bool reverse,
                    TileStates<typename ScanCarry<Op, Compute<T>>::State> states,
                    T* __restrict__ out, const In*... ins) {
