@@ -122,9 +122,11 @@ using Compute = typename FloatMath<T>::Compute;
 // and FMA) and for AVX-512, and the widest the CPU has runs. Every level computes the same
 // operations in the same order (the library is compiled with -ffp-contract=off; a fused
 // multiply-add only where it rounds as the two operations do, kHasFma), so every level gives the
-// same bits (a signalling float16 nan aside: F16C returns it quiet, as arithmetic
-// does). SCALE_LIB_CPU_SIMD=baseline|avx2 caps the level (read once, at the
-// first call; any other value is no cap): to compare the levels, or to rule one out.
+// same bits, NaN results aside: where two different NaNs (sign, payload) meet in one operation,
+// which one comes out follows the operand order each clone was compiled to, and a signalling
+// float16 nan comes out quiet from F16C (as from arithmetic). SCALE_LIB_CPU_SIMD=baseline|avx2 caps
+// the level (read once, at the first call; any other value is no cap): to compare the levels, or to
+// rule one out.
 // ---------------------------------------------------------------------------------------------
 enum class SimdLevel : int { kBaseline = 0, kAVX2 = 1, kAVX512 = 2 };
 
@@ -163,7 +165,7 @@ inline bool HasAVX2() {
   return has;
 }
 
-// Whether the CPU runs the loops compiled with target("avx2,f16c") (RunWidest's AVX2 level).
+// Whether the CPU runs the loops compiled with SCALE_LIB_TARGET_AVX2 (RunWidest's AVX2 level).
 inline bool HasAVX2AndF16C() { return HasAVX2() && HasF16C(); }
 
 // Whether it runs those compiled for AVX-512 (F, BW, VL and DQ: Skylake-SP, Zen 4 and later).

@@ -69,9 +69,12 @@ template <typename C>
 inline constexpr int64_t kScanTile = int64_t{kScanTileThreads} * kScanTileItems<C>;
 inline constexpr int64_t kScanFewRowsPerSm = 4;
 // The tiled path's launch bounds: as many blocks per multiprocessor as a thread's values (C) and
-// state (S) leave registers for. More tiles in flight keep more loads in flight. On an H100:
-//   - a float's sum (a 4-byte state): four blocks, 64 registers a thread; float32 (1, 2^24) took
-//     67-68 us against 72-74 with the 72 registers that let three run, bfloat16 54 against 62-64;
+// state (S) leave registers for. More tiles in flight keep more loads in flight. Tuned on an
+// H100 (shared memory holds three of the float blocks on GPUs with 100 KB a multiprocessor, two
+// on sm_75, whatever the bound says):
+//   - a 4-byte state (a float's sum, max or min): four blocks, 64 registers a thread for a sum;
+//     float32 (1, 2^24) took 67-68 us against 72-74 with the 72 registers that let three run,
+//     bfloat16 54 against 62-64;
 //   - a float's product (an 8-byte state): three, 80 registers; (16, 2^20) 95-96 against 114-115
 //     with two, (512, 2^15) 83-84 against 100;
 //   - any other (a double's sum or product, a larger state): two; a float64 sum took 112-113
