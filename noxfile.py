@@ -506,14 +506,27 @@ def template(session: nox.Session) -> None:
     the one with every op as the docs say and remove one, update one from an older template commit,
     scaffold every kind of op; lint, test and build the docs of each (tools/check_template.py; pass
     e.g. `-- --only update`)."""
-    import re
-
-    # The formatters at the versions the lint pins: generated libraries are formatted with them.
-    pins = re.findall(r"\b(?:ruff|clang-format)==[\w.]+", (ROOT / ".pre-commit-config.yaml").read_text())
     # Triton: the scaffolded Triton op is compiled (tools/triton_aot.py) in its CUDA build check.
     # pytest: the generated libraries' own checks that need no build (tools/check_template.py).
-    session.install("copier>=9.4,<10", "pre-commit>=3", "pytest>=8", "triton>=3.9,<3.10", *sorted(set(pins)))
+    _install_generator(session, "pytest>=8", "triton>=3.9,<3.10")
     session.run("python", "tools/check_template.py", session.create_tmp(), *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def template_release(session: nox.Session) -> None:
+    """A library generated from this template (scale only) passes its own build_release, with
+    the toolchains this checkout's build_release fetched (tools/check_template.py --only release)."""
+    _install_generator(session)
+    session.run("python", "tools/check_template.py", session.create_tmp(), "--only", "release")
+
+
+def _install_generator(session: nox.Session, *more: str) -> None:
+    """What tools/new_library.py runs with: copier, and the formatters at the versions the lint
+    pins (generated libraries are formatted with them)."""
+    import re
+
+    pins = re.findall(r"\b(?:ruff|clang-format)==[\w.]+", (ROOT / ".pre-commit-config.yaml").read_text())
+    session.install("copier>=9.4,<10", "pre-commit>=3", *more, *sorted(set(pins)))
 
 
 # template-only:end

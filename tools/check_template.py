@@ -2,9 +2,12 @@
 """The template's own CI (nox -s template): the flows of docs/template.md, run as a user runs them.
 
     python tools/check_template.py WORKDIR [--only generate|combinations|evolve|update|scaffold] [--jobs N]
+    python tools/check_template.py WORKDIR --only release   (nox -s template_release)
 
 Each flow generates libraries (built CPU-only) in WORKDIR/<flow> and checks them with their own
 noxfile (docs/template.md says what). They share nothing: a process each, --jobs at once (cores).
+The release flow, not among the default ones, builds a generated library's release wheel with
+the CUDA toolchains and sysroot this checkout's release sessions fetched.
 """
 
 from __future__ import annotations
@@ -322,6 +325,22 @@ def flow_scaffold(work: Path) -> None:
     shutil.rmtree(venv)
 
 
+def flow_release(work: Path) -> None:
+    """A library as generated passes its own release session: the wheel holds the architectures its
+    README states (rendered from what its kernels build), and the session leaves its files as
+    committed (the release summary the checks write is the one it was generated with)."""
+    dest = work / "release_kernels"
+    with step("generate release_kernels (scale only)"):
+        generate("release_kernels", dest)
+    for fetched in (".cuda", ".sysroot"):  # the toolchains are the template's; the fork's are the same
+        if (ROOT / fetched).is_dir():
+            (dest / fetched).symlink_to(ROOT / fetched, target_is_directory=True)
+    with step("  its build_release (CUDA 12.4 and 13.0, every default architecture)"):
+        run(PY, "tools/dev.py", "build_release", cwd=dest)
+        changed = run("git", "diff", "--name-only", cwd=dest).split()
+        assert not changed, f"build_release changed committed files: {changed}"
+
+
 def commit(repo: Path, message: str) -> None:
     identity = ["-c", "user.name=template check", "-c", "user.email=check@localhost"]
     run("git", *identity, "add", "-A", cwd=repo)
@@ -332,7 +351,7 @@ def main(argv: list[str]) -> int:
     flows = ["scaffold", "evolve", "generate", "update", "combinations"]  # the longest first
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("workdir", type=Path)
-    parser.add_argument("--only", choices=flows, action="append")
+    parser.add_argument("--only", choices=[*flows, "release"], action="append")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="flows at once")
     args = parser.parse_args(argv)
     work, chosen = args.workdir.resolve(), args.only or flows

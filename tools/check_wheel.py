@@ -16,7 +16,8 @@ driver up to the --cuda version, never newer. With --archs (a CMake
 architecture list such as "75-real;90-real;120-virtual", or "default": the CMakeLists.txt
 default for that CUDA major), every fatbin in the library must hold machine code (SASS) for
 each -real architecture (Triton's sm_90a-style code counts for its generation) and PTX for
-each -virtual one, and nothing else; this needs cuobjdump
+each -virtual one, and the library exactly what this tree builds for the list (a Triton
+kernel's code for each GPU of a family target too: expected_architectures); this needs cuobjdump
 (--cuobjdump, $CUOBJDUMP, or on PATH; tools/cuda_toolchain.py fetches one). The wheel's size is
 printed and, with --max-mib, bounded.
 
@@ -41,11 +42,13 @@ from email.parser import Parser
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+from remove_op import triton_kernels  # noqa: E402 (the tools' folder first)
+from triton_aot import parse_architectures  # noqa: E402
+
 # The temporary directories of `python -m build`: its isolated environment, the unpacked sdist.
 BUILD_TEMPORARIES = re.compile(rb"/build-(?:env|via-sdist)-\w+")
 FATBIN_MAGIC = struct.pack("<I", 0xBA55ED50)
-# The GPUs of each family target, as tools/triton_aot.py compiles Triton's kernels for them.
-TRITON_FAMILIES = {100: (100, 103), 110: (110,), 120: (120, 121)}
 
 
 def default_architectures(cuda: str) -> str:
@@ -75,16 +78,33 @@ def _archs(archs: set[str]) -> str:
     return " ".join(sorted(archs, key=lambda a: int(re.sub(r"\D", "", a) or 0))) or "none"
 
 
-def check_architectures(library: bytes, archs: str, cuobjdump: str, facts: dict | None = None) -> list[str]:
-    """Each fatbin holds SASS for every -real architecture and PTX for every -virtual one
-    (recorded in ``facts``: "sass" and "ptx", the architectures found)."""
-    want_sass = {a.split("-")[0].rstrip("f") for a in archs.split(";") if not a.endswith("-virtual")}
-    want_ptx = {a.split("-")[0] for a in archs.split(";") if not a.endswith("-real")}
-    # A family target (100f-real): nvcc's machine code for the family; Triton's for each GPU of
-    # it, with PTX for the family (tools/triton_aot.py: FAMILIES). Those may be there too.
-    families = {int(a.split("f")[0]) for a in archs.split(";") if re.fullmatch(r"\d+f-real", a)}
-    extra_sass = {str(cc) for family in families for cc in TRITON_FAMILIES.get(family, ())}
-    extra_ptx = {str(family) for family in families}
+def nvcc_architectures(archs: str) -> tuple[set[str], set[str]]:
+    """(SASS, PTX) nvcc compiles for a CMake architecture list: machine code for each -real
+    architecture (a family target's, 100f-real, is listed as sm_100), PTX for each -virtual one."""
+    items = [a for a in archs.split(";") if a]
+    sass = {a.split("-")[0].rstrip("f") for a in items if not a.endswith("-virtual")}
+    return sass, {a.split("-")[0] for a in items if not a.endswith("-real")}
+
+
+def expected_architectures(archs: str) -> tuple[list[str], list[str]]:
+    """(SASS, PTX) a library built from this tree for a CMake architecture list holds, over all its
+    fatbins: nvcc's, and with a Triton kernel in kernels/ (as CMakeLists.txt finds them) Triton's,
+    which compiles a family target for each of its GPUs (tools/triton_aot.py). The README's GPU
+    rows are rendered from this (tools/render_docs.py: archs); the checks require it exactly."""
+    sass, ptx = nvcc_architectures(archs)
+    if triton_kernels():
+        real, virtual = parse_architectures(archs)
+        sass |= {str(a) for a in real}
+        ptx |= {str(a) for a in virtual}
+    return _archs(sass).split(), _archs(ptx).split()
+
+
+def check_architectures(library: bytes, archs: str, cuobjdump: str) -> list[str]:
+    """Each fatbin holds SASS for every -real architecture and PTX for every -virtual one (a
+    Triton kernel's: for each GPU of a family target, PTX for the family, too), and the library
+    as a whole exactly what ``expected_architectures`` says."""
+    want_sass, want_ptx = nvcc_architectures(archs)
+    all_sass, all_ptx = (set(found) for found in expected_architectures(archs))
     blobs = fatbins(library)
     if not blobs:
         return ["the library holds no CUDA fatbin"]
@@ -105,7 +125,7 @@ def check_architectures(library: bytes, archs: str, cuobjdump: str, facts: dict 
             sass = {a.rstrip("af") for a in re.findall(r"ELF file .*\.sm_(\w+)\.cubin", listing.stdout)}
             ptx = set(re.findall(r"PTX file .*\.sm_(\w+)\.ptx", listing.stdout))
             names = sorted(set(re.findall(r"file\s+\d+: (\w+)\.", listing.stdout)))
-            if not (want_sass <= sass <= want_sass | extra_sass and want_ptx <= ptx <= want_ptx | extra_ptx):
+            if not (want_sass <= sass <= all_sass and want_ptx <= ptx <= all_ptx):
                 problems.append(
                     f"fatbin {index} ({', '.join(names)}): SASS for {_archs(sass)}, PTX for "
                     f"{_archs(ptx)}; expected SASS for {_archs(want_sass)}, PTX for {_archs(want_ptx)}"
@@ -113,9 +133,11 @@ def check_architectures(library: bytes, archs: str, cuobjdump: str, facts: dict 
             seen_sass |= sass
             seen_ptx |= ptx
     print(f"  {len(blobs)} fatbins; SASS for {_archs(seen_sass)}; PTX for {_archs(seen_ptx)}")
-    if facts is not None:
-        facts["sass"] = _archs(seen_sass).split()
-        facts["ptx"] = _archs(seen_ptx).split()
+    if not problems and (seen_sass, seen_ptx) != (all_sass, all_ptx):
+        problems.append(
+            f"the library holds SASS for {_archs(seen_sass)}, PTX for {_archs(seen_ptx)}; this tree "
+            f"builds SASS for {_archs(all_sass)}, PTX for {_archs(all_ptx)} (a Triton kernel not compiled?)"
+        )
     return problems
 
 
@@ -375,7 +397,7 @@ def check_library(
             if not cuobjdump:
                 problems.append("cannot check architectures: no cuobjdump (--cuobjdump or $CUOBJDUMP)")
             else:
-                problems += check_architectures(binary, archs, cuobjdump, facts)
+                problems += check_architectures(binary, archs, cuobjdump)
     return problems, library_mib
 
 

@@ -15,6 +15,9 @@ The kinds of span (KINDS below; a fork adds its own the same way):
                                  output), or the ratio of two: PATH is keys and indices joined by
                                  dots, `list[key=value,...]` picks the element of a list by its
                                  fields: calls[op=scale,array=numpy cpu].impls[label=x * f].median_us
+    archs FILE PATH sass|ptx [| FORMAT]   the GPU architectures this tree builds machine code
+                                 (sass) or PTX for, by default, for the CUDA version at PATH.cuda
+                                 of FILE (a release summary), as tools/check_wheel.py requires them
     floor DIST                   the lowest release of DIST that pyproject.toml declares (>=X);
                                  noxfile.py's LOWEST must install that release (tests_lowest)
     pin DIST                     the release of DIST the build compiles against (build-system
@@ -33,7 +36,8 @@ FORMAT: `n` (65,536), `pow2` (2^15), `bytes` (256 KiB, 2.7 MiB), `str`, `sm` (a 
 architectures: sm_75, sm_80), or a Python format spec (`.1f`). The support table's platform rows
 (README.md: the NVIDIA driver, GPUs and CPUs) are json spans of docs/_static/release/wheels.json,
 which the release sessions' checks write (tools/check_wheel.py --summary) and then check the
-pages against.
+pages against, and archs spans: what the tree's kernels build (tools/new_op.py and
+tools/remove_op.py render them again), which those checks require of the wheel.
 """
 
 from __future__ import annotations
@@ -176,6 +180,17 @@ def render_json(args: str) -> str:
     ]
     value = values[0] if len(values) == 1 else values[0] / values[1]  # type: ignore[operator]
     return _format(value, fmt)
+
+
+def render_archs(args: str) -> str:
+    spec, fmt = _split_format(args, "sm")
+    file, path, kind = spec.split()
+    cuda = _lookup(json.loads((ROOT / file).read_text()), f"{path}.cuda")
+    sys.path.insert(0, str(ROOT / "tools"))
+    from check_wheel import default_architectures, expected_architectures
+
+    sass, ptx = expected_architectures(default_architectures(str(cuda)))
+    return _format({"sass": sass, "ptx": ptx}[kind], fmt)
 
 
 def _pyproject() -> dict:
@@ -395,6 +410,7 @@ KINDS: dict[str, Callable[[str], str]] = {
     "op-table": render_op_table,
     "const": render_const,
     "json": render_json,
+    "archs": render_archs,
     "floor": render_floor,
     "pin": render_pin,
     "python": render_python,
@@ -439,18 +455,18 @@ def rendered(text: str, kinds: set[str] | None = None) -> str:
 
 
 def render_ops_spans() -> list[Path]:
-    """Render the ``ops`` and ``op-table`` spans of every page again: tools/new_op.py and
-    tools/remove_op.py call this after changing the declared ops (the other spans need the
-    library's build or results).
+    """Render the ``ops``, ``op-table`` and ``archs`` spans of every page again: tools/new_op.py
+    and tools/remove_op.py call this after changing the declared ops (a Triton kernel changes the
+    architectures; the other spans need the library's build or results).
     Returns the pages it changed; where a declaration cannot be read, says so and changes none
     (the change to the ops is made; `python3 tools/render_docs.py` renders them once it reads)."""
     changed = []
     try:
         for page in pages():
             text = page.read_text()
-            if "<!-- render: op" in text and (new := rendered(text, {"ops", "op-table"})) != text:
+            if (new := rendered(text, {"ops", "op-table", "archs"})) != text:
                 changed.append((page, new))
-    except (OSError, ValueError, SyntaxError) as error:
+    except (OSError, ValueError, KeyError, SyntaxError) as error:
         print(f"note: the pages' lists of ops were not rendered: {error}", file=sys.stderr)
         return []
     for page, new in changed:
