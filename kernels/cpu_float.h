@@ -472,7 +472,8 @@ void StoreN(const typename FloatMath<T>::Compute* src, T* dst, int64_t n) {
 // the same.
 namespace sum_of_squares {
 
-// 32 lanes: 4 AVX-512 (8 AVX2) vectors of doubles, enough independent sums to keep the adds busy.
+// 32 lanes: enough independent sums to keep the adds busy (l2_norm's doubles: 4 AVX-512, 8 AVX2
+// vectors; rms_norm's floats: 2 and 4).
 constexpr int kLanes = 32;
 
 // Whether the square of every C is exact in A (a float's in double: 48 bits of 53, and twice the
@@ -497,12 +498,13 @@ template <SimdLevel kLevel, typename A, typename T>
   A partial[kLanes];
   for (int k = 0; k < kLanes; ++k) partial[k] = lanes[k];  // a local copy stays in registers
   for (int64_t i = 0; i < whole; i += kLanes) {
-    C converted[kLanes];
-    const C* values = converted;
+    const C* values = nullptr;
+    [[maybe_unused]] C converted[std::is_same_v<T, C> ? 1 : kLanes];  // 16-bit values only
     if constexpr (std::is_same_v<T, C>) {
       values = v + i;
     } else {
       for (int b = 0; b < kLanes; b += kBlock) ConvertBlock(level, v + i + b, converted + b);
+      values = converted;
     }
     for (int k = 0; k < kLanes; ++k) {
       const A value = static_cast<A>(values[k]);

@@ -123,7 +123,7 @@ struct RunningPrefix {
   Op op;
   __device__ S operator()(S tile_total) {
     const S before = total;
-    total = op(total, tile_total);
+    total = Settled<Op>(op(total, tile_total));
     return before;
   }
 };
@@ -218,7 +218,7 @@ __global__ void __launch_bounds__(kScanThreads)
         const S total = ShuffleState(
             values[k], [](auto v) { return __shfl_sync(0xffffffffu, v, kLanes - 1, kLanes); });
         values[k] = op(carry, values[k]);
-        carry = op(carry, total);
+        carry = Settled<Op>(op(carry, total));
       }
 #pragma unroll
       for (int k = 0; k < kScanItems; ++k) {
@@ -405,13 +405,15 @@ struct ChainedPrefix {
     const auto from = [&](int source) {
       return ShuffleState(seen.value, [&](auto v) { return __shfl_sync(0xffffffffu, v, source); });
     };
-    S before = from(nearest);
-    for (int k = nearest - 1; k >= 0; --k) before = op(before, from(k));
+    // Settled after each tile's total, at the same tiles whichever tile a look-back starts from,
+    // so that the bits stay the input's alone.
+    S before = from(nearest);  // settled as published
+    for (int k = nearest - 1; k >= 0; --k) before = Settled<Op>(op(before, from(k)));
     __syncwarp();  // the kept windows, each lane's value written by it, read by all
     for (int w = windows - 1; w >= 0; --w) {
-      for (int k = 31; k >= 0; --k) before = op(before, window[w][k]);
+      for (int k = 31; k >= 0; --k) before = Settled<Op>(op(before, window[w][k]));
     }
-    if (lane == 0) states.Publish(id, kTileInclusive, op(before, total));
+    if (lane == 0) states.Publish(id, kTileInclusive, Settled<Op>(op(before, total)));
     return before;
   }
 };

@@ -36,7 +36,11 @@
 // carry its running combination in a state of its own (`using State`, with `Lift(C)` from a
 // value and `Lower(State)` to one; C itself when it declares none): a product's is m * 2^e, so
 // that no stretch of a row overflows or underflows where the row's running product does not
-// (after a zero, the stretch 2, 2, 2, ... would overflow, and 0 * inf is NaN).
+// (after a zero, the stretch 2, 2, 2, ... would overflow, and 0 * inf is NaN). A state that
+// needs a check to stay within its own range declares `Settle(State)`, and may leave it out of
+// `operator()`: the launchers settle the states they carry along a row at fixed places (the CUDA
+// launcher: after each tile, after every 32nd on the tiled path), so that `operator()`
+// combines unchecked the values of at most 32 tiles with a settled state (Settled below).
 // `kStretchesStayFinite = true` says that the combination of any stretch of a row is finite
 // where the row's running combinations are (a sum's, up to its largest values, a maximum's, a
 // log-sum-exp's), and cheap: the CPU launcher then scans stretches side by side, and scans an
@@ -54,6 +58,7 @@
 #include <cmath>
 #include <cstring>
 #include <type_traits>
+#include <utility>  // std::declval
 
 #include "elementwise.h"  // SCALE_LIB_HOST_DEVICE
 
@@ -70,7 +75,11 @@ struct ScanSum {
 
 // A running product, carried as m * 2^e (ScaledProduct): e is an exact integer, and only the
 // output is rounded to C's range (Lower). Past +-kMaxExponent binary orders (far beyond any C's
-// range) the product is taken as inf or 0 for good, as the product in C would be. The product of
+// range) the product is taken as inf or 0 for good, as the product in C would be: on the CPU at
+// every combination, on CUDA where the launchers settle a state (Settle: between tiles, as few
+// as 32 tiles' values, each within 2^+-1075, cannot take e past int's range; in between e is
+// exact, so a product that passes 2^29 orders and comes back before the next settling is the
+// true product, rounded once, where the CPU gives inf or 0). The product of
 // two m of magnitudes within [2^-kBound, 2^kBound] is a normal number, rounded as the exact product
 // of the values is (the same bits as in order while that stays normal); moving a power of two
 // between m and e is exact, a few integer instructions on the bits. Each device keeps the products
@@ -108,7 +117,7 @@ struct ScanProd {
     const int e = a.e + b.e;  // each within kMaxExponent and C's exponents: no overflow
 #if defined(__CUDA_ARCH__)
     const bool halve = (m < 0 ? -m : m) >= C(2);  // false for 0 and NaN; inf stays inf
-    return Saturated(halve ? m * C(0.5) : m, e + (halve ? 1 : 0));
+    return {halve ? m * C(0.5) : m, e + (halve ? 1 : 0)};  // settled between tiles
 #else
     if (InBounds(m)) return Saturated(m, e);  // a normal number: rounded as the exact product
     if ((!InBounds(a.m) && !Special(a.m)) || (!InBounds(b.m) && !Special(b.m))) {
@@ -121,6 +130,15 @@ struct ScanProd {
     const State product = Normalised(m, e);  // within the bounds on both sides: only rescaled
     return Saturated(product.m, product.e);
 #endif
+  }
+  // Saturated without a branch: the CUDA look-back settles at every tile of its chain, whose
+  // latency this is.
+  SCALE_LIB_HOST_DEVICE static State Settle(State s) {
+    const bool over = s.e > kMaxExponent;
+    const bool under = s.e < -kMaxExponent;
+    const C big = s.m != 0 ? s.m * static_cast<C>(INFINITY) : s.m;
+    const C small = s.m - s.m == 0 ? s.m * C(0) : s.m;
+    return {over ? big : (under ? small : s.m), over || under ? 0 : s.e};
   }
   // m * 2^e in C, rounded once.
   SCALE_LIB_HOST_DEVICE static C Lower(State s) {
@@ -263,6 +281,21 @@ struct ScanCarry<Op, C, std::void_t<typename Op::State>> {
   SCALE_LIB_HOST_DEVICE static State Lift(C v) { return Op::Lift(v); }
   SCALE_LIB_HOST_DEVICE static C Lower(State s) { return Op::Lower(s); }
 };
+
+// A state carried past a tile, brought back within the operator's range (Op::Settle, where it
+// declares one; the state itself where not).
+template <typename Op, typename S, typename = void>
+struct ScanSettle {
+  SCALE_LIB_HOST_DEVICE static S Apply(S s) { return s; }
+};
+template <typename Op, typename S>
+struct ScanSettle<Op, S, std::void_t<decltype(Op::Settle(std::declval<S>()))>> {
+  SCALE_LIB_HOST_DEVICE static S Apply(S s) { return Op::Settle(s); }
+};
+template <typename Op, typename S>
+SCALE_LIB_HOST_DEVICE S Settled(S s) {
+  return ScanSettle<Op, S>::Apply(s);
+}
 
 }  // namespace scale_lib
 
