@@ -82,15 +82,11 @@ inline constexpr int64_t kScanFewRowsPerSm = 4;
 template <typename C, typename S>
 inline constexpr int kScanTileBlocksPerSmOf =
     sizeof(S) == 4 ? 4 : (sizeof(S) == 8 && sizeof(C) == 4 ? 3 : 2);
-// The look-back keeps up to this many windows of 32 tiles' totals in shared memory. It reaches
-// back at most as far as the blocks in flight (on an H100, up to 4 x 132 for float: 17 windows).
-// Past the windows kept it waits on the farthest (ChainedPrefix), with the same bits as a result
-// (as a build that kept 1 window gave on an H100). A state of more than 8 bytes (a float64
-// product's) keeps fewer, within 4 KB, so that a block's shared memory stays under 48 KB.
-inline constexpr int kScanLookBackWindows = 16;
-template <typename S>
-inline constexpr int kScanLookBackWindowsOf =
-    sizeof(S) <= 8 ? kScanLookBackWindows : 4096 / (32 * static_cast<int>(sizeof(S)));
+// The look-back keeps up to this many windows' totals (one state each) in shared memory: it reaches
+// back at most as far as the blocks in flight (on an H100, up to 4 x 132 tiles: 17 windows).
+// Past the windows kept it waits for the farthest window's P (ChainedPrefix), with the same bits
+// as a result.
+inline constexpr int kScanLookBackWindows = 32;
 
 // The index of the j-th element along the scan of the row starting at `base`.
 __device__ __forceinline__ int64_t ScanIndex(int64_t base, int64_t cols, int64_t j, bool reverse) {
@@ -351,70 +347,92 @@ struct TileStates<S, 0> {
 };
 
 // The block prefix callback of the tiled path, run by the block's first warp (lane 0's result
-// counts). The tile publishes its total, then looks back, 32 tiles a window (lane l at the l-th
-// tile before the window's end), to the nearest earlier tile of its row that has published its
-// inclusive prefix (the row's first tile publishes its total as one). Its own prefix is that
-// one combined from the left with the totals of the tiles after it, one at a time. By induction
-// every inclusive prefix is then the left-to-right combination of the row's tile totals,
-// whichever tile the look-back reached: the bits depend on the input alone. (cub::DeviceScan's
-// look-back combines what it finds as a tree, whose shape depends on the timing.)
+// counts). A row's tiles form windows of 32, the first starting at the row's first tile. Every
+// tile publishes its total; the last tile of a window (its boundary) publishes, after its
+// look-back, the row's combination up to it, P, which the windows alone define:
+//   P(before the row) = the identity,
+//   P(window j's boundary) = Settle(P(window j - 1's boundary) op W_j[31]),
+// where W_j[l] is the warp's inclusive scan of window j's totals at lane l (WarpScan: shuffles, a
+// grouping fixed by the lane). The tile at lane l of window j has before it P(window j - 1's
+// boundary) op W_j[l - 1]. The look-back reads the totals of the tile's own window before it,
+// then goes back a window at a time, each window's tiles a lane each, to the nearest boundary
+// that has published P, keeping each window's W[31] on the way; then combines forward, a window
+// at a time. Whichever boundary it reached, the combination is the same: the bits depend on the
+// input alone. (cub::DeviceScan's look-back combines what it finds as a tree whose shape
+// depends on the timing; one combined from the left, a tile at a time, made a long row's
+// look-back a chain of as many combinations as tiles it reached: one row of 2^24 float32
+// products took 131 us that way.)
 template <typename S, typename Op>
 struct ChainedPrefix {
   TileStates<S> states;
-  int64_t id;             // the tile, in rows x tiles
-  int64_t row_first;      // the id of the row's first tile
-  S (*window)[32];        // kScanLookBackWindowsOf<S> windows, in shared memory
+  int64_t id;         // the tile, in rows x tiles
+  int64_t row_first;  // the id of the row's first tile
+  S* kept;            // kScanLookBackWindows windows' W[31], in shared memory
 
-  // What lane `lane` of the window ending at `end` sees, once the tile has published (every
-  // earlier tile is held by a block already running).
-  __device__ TileState<S> Look(int64_t end, int lane) const {
-    const int64_t tile = end - 1 - lane;
-    if (tile < row_first) return {kTileEmpty, Op::Identity()};
+  // The tile's state once it has published (every earlier tile is held by a block running).
+  __device__ TileState<S> Wait(int64_t tile) const {
     TileState<S> state;
     do {
       state = states.Load(tile);
     } while (state.status == kTileEmpty);
     return state;
   }
+  // The inclusive scan of the lanes' values, each lane's result combined in a grouping fixed by
+  // its index.
+  __device__ static S WarpScan(S value, int lane) {
+    const Op op{};
+#pragma unroll
+    for (int d = 1; d < 32; d *= 2) {
+      const S before =
+          ShuffleState(value, [&](auto v) { return __shfl_up_sync(0xffffffffu, v, d); });
+      if (lane >= d) value = op(before, value);
+    }
+    return value;
+  }
+  __device__ static S FromLane(S value, int source) {
+    return ShuffleState(value, [&](auto v) { return __shfl_sync(0xffffffffu, v, source); });
+  }
 
   __device__ S operator()(S total) const {
     const Op op{};
     const int lane = static_cast<int>(threadIdx.x) % 32;
-    if (id == row_first) {
-      if (lane == 0) states.Publish(id, kTileInclusive, total);
-      return Op::Identity();
-    }
+    const int at = static_cast<int>((id - row_first) % 32);  // the tile's lane in its window
+    const int64_t start = id - at;                           // its window's first tile
     if (lane == 0) states.Publish(id, kTileTotal, total);
-    int64_t end = id;
-    int windows = 0;  // kept in shared memory, between this tile and the window looked at
-    TileState<S> seen = Look(end, lane);
-    unsigned inclusive = __ballot_sync(0xffffffffu, seen.status == kTileInclusive);
-    while (inclusive == 0) {
-      // Back one window; with as many kept as there is room for, the same window again, until
-      // one of its tiles publishes its inclusive prefix (each will: its own look-back waits
-      // only on tiles before it).
-      if (windows < kScanLookBackWindowsOf<S>) {
-        window[windows++][lane] = seen.value;
-        end -= 32;
+    // The tile's window up to it: the totals before it (tiles that are no boundary: totals only).
+    S mine = Op::Identity();
+    if (lane < at) mine = Wait(start + lane).value;
+    if (lane == at) mine = total;
+    const S window = WarpScan(mine, lane);  // lanes past `at` scanned identities
+    // P at the boundary before the window: back a window at a time.
+    S before = Op::Identity();
+    int windows = 0;
+    for (int64_t first = start - 32; first >= row_first; first -= 32) {
+      const TileState<S> seen = Wait(first + lane);
+      if (__shfl_sync(0xffffffffu, seen.status == kTileInclusive ? 1 : 0, 31)) {
+        before = FromLane(seen.value, 31);
+        break;
       }
-      seen = Look(end, lane);
-      inclusive = __ballot_sync(0xffffffffu, seen.status == kTileInclusive);
+      if (windows == kScanLookBackWindows) {  // no room kept: wait for this window's P
+        TileState<S> boundary;
+        do {
+          boundary = states.Load(first + 31);
+        } while (boundary.status != kTileInclusive);
+        before = boundary.value;
+        break;
+      }
+      const S total_of_window = FromLane(WarpScan(seen.value, lane), 31);
+      if (lane == 0) kept[windows] = total_of_window;
+      ++windows;
     }
-    // Forward again, from the nearest inclusive prefix, combining each later total in order.
-    const int nearest = __ffs(inclusive) - 1;
-    const auto from = [&](int source) {
-      return ShuffleState(seen.value, [&](auto v) { return __shfl_sync(0xffffffffu, v, source); });
-    };
-    // Settled after each tile's total, at the same tiles whichever tile a look-back starts from,
-    // so that the bits stay the input's alone.
-    S before = from(nearest);  // settled as published
-    for (int k = nearest - 1; k >= 0; --k) before = Settled<Op>(op(before, from(k)));
-    __syncwarp();  // the kept windows, each lane's value written by it, read by all
-    for (int w = windows - 1; w >= 0; --w) {
-      for (int k = 31; k >= 0; --k) before = Settled<Op>(op(before, window[w][k]));
+    __syncwarp();  // kept, written by lane 0, read by all
+    for (int w = windows - 1; w >= 0; --w) before = Settled<Op>(op(before, kept[w]));
+    if (at == 31) {  // the window's boundary (every lane shuffles)
+      const S inclusive = Settled<Op>(op(before, FromLane(window, 31)));
+      if (lane == 0) states.Publish(id, kTileInclusive, inclusive);
     }
-    if (lane == 0) states.Publish(id, kTileInclusive, Settled<Op>(op(before, total)));
-    return before;
+    const S in_window = FromLane(window, at == 0 ? 0 : at - 1);  // every lane shuffles
+    return at == 0 ? before : op(before, in_window);
   }
 };
 
@@ -437,7 +455,7 @@ __global__ void __launch_bounds__(
     typename Exchange::TempStorage exchange;
     typename Scan::TempStorage scan;
   } temp;
-  __shared__ S window[kScanLookBackWindowsOf<S>][32];
+  __shared__ S kept[kScanLookBackWindows];
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int lane = static_cast<int>(threadIdx.x) % 32;
   const int64_t id = blockIdx.x;
@@ -456,7 +474,7 @@ __global__ void __launch_bounds__(
   for (int k = 0; k < kItems; ++k) {
     scanned[k] = blocked + k < cols ? Carry::Lift(values[k]) : Op::Identity();
   }
-  ChainedPrefix<S, Op> prefix{states, id, id - tile, window};
+  ChainedPrefix<S, Op> prefix{states, id, id - tile, kept};
   Scan(temp.scan).InclusiveScan(scanned, scanned, Op{}, prefix);
 #pragma unroll
   for (int k = 0; k < kItems; ++k) values[k] = Carry::Lower(scanned[k]);

@@ -39,8 +39,9 @@
 // (after a zero, the stretch 2, 2, 2, ... would overflow, and 0 * inf is NaN). A state that
 // needs a check to stay within its own range declares `Settle(State)`, and may leave it out of
 // `operator()`: the launchers settle the states they carry along a row at fixed places (the CUDA
-// launcher: after each tile, after every 32nd on the tiled path), so that `operator()`
-// combines unchecked the values of at most 32 tiles with a settled state (Settled below).
+// launcher: after each tile, and on the tiled path after each window of 32 tiles), so that
+// `operator()` combines unchecked the values of at most 32 tiles with a settled state (Settled
+// below).
 // `kStretchesStayFinite = true` says that the combination of any stretch of a row is finite
 // where the row's running combinations are (a sum's, up to its largest values, a maximum's, a
 // log-sum-exp's), and cheap: the CPU launcher then scans stretches side by side, and scans an
@@ -131,8 +132,8 @@ struct ScanProd {
     return Saturated(product.m, product.e);
 #endif
   }
-  // Saturated without a branch: the CUDA look-back settles at every tile of its chain, whose
-  // latency this is.
+  // Saturated without a branch: the CUDA look-back settles once a window on its chain, whose
+  // latency this adds to.
   SCALE_LIB_HOST_DEVICE static State Settle(State s) {
     const bool over = s.e > kMaxExponent;
     const bool under = s.e < -kMaxExponent;
