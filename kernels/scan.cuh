@@ -56,9 +56,10 @@ inline constexpr int64_t kScanBlockMinCols = 1024;
 // (kScanTileBytes of values a thread, 28 floats; kScanTileBytesDouble, 21 doubles; 16-bit inputs
 // are scanned in float). A tile's look-back runs on the critical path of every later tile, so
 // tiles are large: on an H100, float32 (1, 2^24) took 68 us with tiles of 7168, 72 with 6144 and
-// 80 with 4096. Double tiles hold more bytes: float64 (1, 2^24) took 122 us with 14 doubles a
-// thread, 114 with 18 and 110 with 21 (float32 gained nothing from 42 floats). A tile passes
-// through shared memory (BlockExchange), under the 48 KB a kernel may declare.
+// 80 with 4096 (with the look-back before its windows). Double tiles hold more bytes: float64 (1,
+// 2^24) took 122 us with 14 doubles a thread, 114 with 18 and 110 with 21 (float32 gained nothing
+// from 42 floats). A tile passes through shared memory (BlockExchange), under the 48 KB a kernel
+// may declare.
 inline constexpr int kScanTileThreads = 256;
 inline constexpr int kScanTileBytes = 112;
 inline constexpr int kScanTileBytesDouble = 168;
@@ -82,10 +83,10 @@ inline constexpr int64_t kScanFewRowsPerSm = 4;
 template <typename C, typename S>
 inline constexpr int kScanTileBlocksPerSmOf =
     sizeof(S) == 4 ? 4 : (sizeof(S) == 8 && sizeof(C) == 4 ? 3 : 2);
-// The look-back keeps up to this many windows' totals (one state each) in shared memory: it reaches
-// back at most as far as the blocks in flight (on an H100, up to 4 x 132 tiles: 17 windows).
-// Past the windows kept it waits for the farthest window's P (ChainedPrefix), with the same bits
-// as a result.
+// The look-back keeps up to this many windows' totals (one state each) in shared memory, more
+// than the blocks in flight span (on an H100, up to 4 x 132 tiles: 17 windows). With as many
+// kept it waits for the P of the window before them (ChainedPrefix), with the same bits as a
+// result.
 inline constexpr int kScanLookBackWindows = 32;
 
 // The index of the j-th element along the scan of the row starting at `base`.

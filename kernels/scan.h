@@ -5,9 +5,9 @@
 // by both the host compiler and nvcc), and run by two shared launchers:
 //   gpu::LaunchScan (kernels/scan.cuh): chosen by shape at launch, a warp (or part of one) per
 //     row for short rows, a block per row for many long rows, and for few long rows a block per
-//     tile, each tile's prefix from a look-back over the tiles before it, combined from the
-//     left; every combination in an order fixed by the shape, so the same input gives the same
-//     bits from run to run;
+//     tile, each tile's prefix from a look-back over the tiles before it, a window of 32 tiles
+//     at a time, each window's totals in a grouping fixed by their places; every combination in
+//     an order fixed by the shape, so the same input gives the same bits from run to run;
 //   host::RunScan (kernels/scan_cpu.h): each row on one thread (a long row as four segments side
 //     by side, then combined), rows split across the CPU pool (host::ParallelFor,
 //     kernels/cpu_parallel.h) for large inputs; an order fixed by the row's length.
@@ -77,8 +77,8 @@ struct ScanSum {
 // A running product, carried as m * 2^e (ScaledProduct): e is an exact integer, and only the
 // output is rounded to C's range (Lower). Past +-kMaxExponent binary orders (far beyond any C's
 // range) the product is taken as inf or 0 for good, as the product in C would be: on the CPU at
-// every combination, on CUDA where the launchers settle a state (Settle: between tiles, as few
-// as 32 tiles' values, each within 2^+-1075, cannot take e past int's range; in between e is
+// every combination, on CUDA where the launchers settle a state (Settle: between tiles, as at
+// most 32 tiles' values, each within 2^+-1075, cannot take e past int's range; in between e is
 // exact, so a product that passes 2^29 orders and comes back before the next settling is the
 // true product, rounded once, where the CPU gives inf or 0). The product of
 // two m of magnitudes within [2^-kBound, 2^kBound] is a normal number, rounded as the exact product
@@ -115,7 +115,9 @@ struct ScanProd {
   }
   SCALE_LIB_HOST_DEVICE State operator()(State a, State b) const {
     const C m = a.m * b.m;
-    const int e = a.e + b.e;  // each within kMaxExponent and C's exponents: no overflow
+    // No overflow: a settled state's e is within kMaxExponent, and between two settlings (on CUDA
+    // at most 32 tiles apart) a state adds at most about 2^23 binary orders a tile.
+    const int e = a.e + b.e;
 #if defined(__CUDA_ARCH__)
     const bool halve = (m < 0 ? -m : m) >= C(2);  // false for 0 and NaN; inf stays inf
     return {halve ? m * C(0.5) : m, e + (halve ? 1 : 0)};  // settled between tiles
