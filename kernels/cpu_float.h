@@ -472,8 +472,8 @@ void StoreN(const typename FloatMath<T>::Compute* src, T* dst, int64_t n) {
 // the same.
 namespace sum_of_squares {
 
-// 32 lanes: enough independent sums to keep the adds busy (l2_norm's doubles: 4 AVX-512, 8 AVX2
-// vectors; rms_norm's floats: 2 and 4).
+// 32 lanes: enough independent sums to keep the adds busy (doubles: 4 AVX-512, 8 AVX2 vectors;
+// floats: 2 and 4).
 constexpr int kLanes = 32;
 
 // Whether the square of every C is exact in A (a float's in double: 48 bits of 53, and twice the
