@@ -111,6 +111,30 @@ __device__ __forceinline__ S ShuffleState(S value, const Shuffle& shuffle) {
   }
 }
 
+// Inclusive scans across groups of kLanes lanes (a power of two up to 32), one per value
+// (independent, interleaved): each lane's result combined in a grouping fixed by its index, so
+// the bits depend on the values alone. Every lane of the warp runs every shuffle.
+template <int kLanes, typename S, typename Op, int N>
+__device__ __forceinline__ void WarpInclusiveScan(S (&values)[N], int lane, const Op& op) {
+  static_assert(kLanes >= 2 && kLanes <= 32 && (kLanes & (kLanes - 1)) == 0);
+#pragma unroll
+  for (int d = 1; d < kLanes; d *= 2) {
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+      const S before = ShuffleState(
+          values[k], [&](auto v) { return __shfl_up_sync(0xffffffffu, v, d, kLanes); });
+      if (lane >= d) values[k] = op(before, values[k]);
+    }
+  }
+}
+
+// The value of lane `source` of each group of kLanes lanes (every lane of the warp calls it).
+template <int kLanes, typename S>
+__device__ __forceinline__ S FromLane(S value, int source) {
+  return ShuffleState(value,
+                      [&](auto v) { return __shfl_sync(0xffffffffu, v, source, kLanes); });
+}
+
 // [scan_prefix.begin]
 // cub's block prefix callback: the first warp calls it once per tile with the tile's total and
 // gets back what comes before the tile, the combination of the row's earlier tiles.
@@ -174,7 +198,6 @@ template <int kLanes, typename T, typename Op, typename Fn, typename... In>
 __global__ void __launch_bounds__(kScanThreads)
     ScanWarpRowsKernel(Fn fn, int64_t rows, int64_t cols, bool reverse, T* __restrict__ out,
                        const In*... ins) {
-  static_assert(kLanes >= 2 && kLanes <= 32 && (kLanes & (kLanes - 1)) == 0);
   using M = FloatMath<T>;
   using C = Compute<T>;
   using Carry = ScanCarry<Op, C>;
@@ -199,21 +222,11 @@ __global__ void __launch_bounds__(kScanThreads)
                         ? Carry::Lift(fn.Value(M::Load(ins[ScanIndex(base, cols, j, reverse)])...))
                         : Op::Identity();
       }
-      // Inclusive scans across the lanes, one per k (independent, interleaved).
-#pragma unroll
-      for (int d = 1; d < kLanes; d *= 2) {
-#pragma unroll
-        for (int k = 0; k < kScanItems; ++k) {
-          const S before = ShuffleState(
-              values[k], [&](auto v) { return __shfl_up_sync(0xffffffffu, v, d, kLanes); });
-          if (lane >= d) values[k] = op(before, values[k]);
-        }
-      }
+      WarpInclusiveScan<kLanes>(values, lane, op);  // across the lanes, one per k
       // Then in order along the row: each part after the combination of those before it.
 #pragma unroll
       for (int k = 0; k < kScanItems; ++k) {
-        const S total = ShuffleState(
-            values[k], [](auto v) { return __shfl_sync(0xffffffffu, v, kLanes - 1, kLanes); });
+        const S total = FromLane<kLanes>(values[k], kLanes - 1);
         values[k] = op(carry, values[k]);
         carry = Settled<Op>(op(carry, total));
       }
@@ -370,28 +383,20 @@ struct ChainedPrefix {
   int64_t row_first;  // the id of the row's first tile
   S* kept;            // kScanLookBackWindows windows' W[31], in shared memory
 
-  // The tile's state once it has published (every earlier tile is held by a block running).
-  __device__ TileState<S> Wait(int64_t tile) const {
+  // The tile's state once it has published at least `status` (every earlier tile is held by a
+  // block running).
+  __device__ TileState<S> Wait(int64_t tile, TileStatus status = kTileTotal) const {
     TileState<S> state;
     do {
       state = states.Load(tile);
-    } while (state.status == kTileEmpty);
+    } while (state.status < status);
     return state;
   }
-  // The inclusive scan of the lanes' values, each lane's result combined in a grouping fixed by
-  // its index.
+  // The inclusive scan of the warp's 32 values.
   __device__ static S WarpScan(S value, int lane) {
-    const Op op{};
-#pragma unroll
-    for (int d = 1; d < 32; d *= 2) {
-      const S before =
-          ShuffleState(value, [&](auto v) { return __shfl_up_sync(0xffffffffu, v, d); });
-      if (lane >= d) value = op(before, value);
-    }
-    return value;
-  }
-  __device__ static S FromLane(S value, int source) {
-    return ShuffleState(value, [&](auto v) { return __shfl_sync(0xffffffffu, v, source); });
+    S values[1] = {value};
+    WarpInclusiveScan<32>(values, lane, Op{});
+    return values[0];
   }
 
   __device__ S operator()(S total) const {
@@ -411,28 +416,24 @@ struct ChainedPrefix {
     for (int64_t first = start - 32; first >= row_first; first -= 32) {
       const TileState<S> seen = Wait(first + lane);
       if (__shfl_sync(0xffffffffu, seen.status == kTileInclusive ? 1 : 0, 31)) {
-        before = FromLane(seen.value, 31);
+        before = FromLane<32>(seen.value, 31);
         break;
       }
       if (windows == kScanLookBackWindows) {  // no room kept: wait for this window's P
-        TileState<S> boundary;
-        do {
-          boundary = states.Load(first + 31);
-        } while (boundary.status != kTileInclusive);
-        before = boundary.value;
+        before = Wait(first + 31, kTileInclusive).value;
         break;
       }
-      const S total_of_window = FromLane(WarpScan(seen.value, lane), 31);
+      const S total_of_window = FromLane<32>(WarpScan(seen.value, lane), 31);
       if (lane == 0) kept[windows] = total_of_window;
       ++windows;
     }
     __syncwarp();  // kept, written by lane 0, read by all
     for (int w = windows - 1; w >= 0; --w) before = Settled<Op>(op(before, kept[w]));
     if (at == 31) {  // the window's boundary (every lane shuffles)
-      const S inclusive = Settled<Op>(op(before, FromLane(window, 31)));
+      const S inclusive = Settled<Op>(op(before, FromLane<32>(window, 31)));
       if (lane == 0) states.Publish(id, kTileInclusive, inclusive);
     }
-    const S in_window = FromLane(window, at == 0 ? 0 : at - 1);  // every lane shuffles
+    const S in_window = FromLane<32>(window, at == 0 ? 0 : at - 1);  // every lane shuffles
     return at == 0 ? before : op(before, in_window);
   }
 };

@@ -74,8 +74,13 @@ def fatbins(library: bytes) -> list[bytes]:
     return found
 
 
+def sorted_architectures(archs: set[str]) -> list[str]:
+    """GPU architectures in the order of their numbers (75, 80, ..., 100, 120)."""
+    return sorted(archs, key=lambda a: int(re.sub(r"\D", "", a) or 0))
+
+
 def _archs(archs: set[str]) -> str:
-    return " ".join(sorted(archs, key=lambda a: int(re.sub(r"\D", "", a) or 0))) or "none"
+    return " ".join(sorted_architectures(archs)) or "none"
 
 
 def nvcc_architectures(archs: str) -> tuple[set[str], set[str]]:
@@ -86,7 +91,7 @@ def nvcc_architectures(archs: str) -> tuple[set[str], set[str]]:
     return sass, {a.split("-")[0] for a in items if not a.endswith("-real")}
 
 
-def expected_architectures(archs: str) -> tuple[list[str], list[str]]:
+def expected_architectures(archs: str) -> tuple[set[str], set[str]]:
     """(SASS, PTX) a library built from this tree for a CMake architecture list holds, over all its
     fatbins: nvcc's, and with a Triton kernel in kernels/ (as CMakeLists.txt finds them) Triton's,
     which compiles a family target for each of its GPUs (tools/triton_aot.py). The README's GPU
@@ -96,7 +101,7 @@ def expected_architectures(archs: str) -> tuple[list[str], list[str]]:
         real, virtual = parse_architectures(archs)
         sass |= {str(a) for a in real}
         ptx |= {str(a) for a in virtual}
-    return _archs(sass).split(), _archs(ptx).split()
+    return sass, ptx
 
 
 def check_architectures(library: bytes, archs: str, cuobjdump: str) -> list[str]:
@@ -104,7 +109,7 @@ def check_architectures(library: bytes, archs: str, cuobjdump: str) -> list[str]
     Triton kernel's: for each GPU of a family target, PTX for the family, too), and the library
     as a whole exactly what ``expected_architectures`` says."""
     want_sass, want_ptx = nvcc_architectures(archs)
-    all_sass, all_ptx = (set(found) for found in expected_architectures(archs))
+    all_sass, all_ptx = expected_architectures(archs)
     blobs = fatbins(library)
     if not blobs:
         return ["the library holds no CUDA fatbin"]

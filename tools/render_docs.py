@@ -56,6 +56,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+from check_wheel import default_architectures, expected_architectures, sorted_architectures  # noqa: E402
+
 SPAN = re.compile(r"<!-- render: (?P<spec>.+?) -->(?P<body>.*?)<!-- /render -->", re.DOTALL)
 
 
@@ -186,11 +189,8 @@ def render_archs(args: str) -> str:
     spec, fmt = _split_format(args, "sm")
     file, path, kind = spec.split()
     cuda = _lookup(json.loads((ROOT / file).read_text()), f"{path}.cuda")
-    sys.path.insert(0, str(ROOT / "tools"))
-    from check_wheel import default_architectures, expected_architectures
-
     sass, ptx = expected_architectures(default_architectures(str(cuda)))
-    return _format({"sass": sass, "ptx": ptx}[kind], fmt)
+    return _format(sorted_architectures({"sass": sass, "ptx": ptx}[kind]), fmt)
 
 
 def _pyproject() -> dict:
