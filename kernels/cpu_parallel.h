@@ -27,6 +27,7 @@
 #include <cstdlib>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 
@@ -69,17 +70,22 @@ inline void CpuRelax() {
 }
 
 // Parked workers that run the tasks of one parallel region at a time, with the calling thread.
-// Tasks are claimed one at a time, and a region is over when its tasks have run, not when every
-// worker has looked in: a worker the scheduler is slow to run (the cores busy with another pool,
-// say a framework's OpenMP threads) leaves its share to the threads that are running, the caller
-// included, instead of holding the region up. Never destroyed: its threads wait until the
-// process ends (the library is never unloaded).
+// Each thread first claims the task of its own index (the caller task 0, worker k task k + 1),
+// then any task still unclaimed. So a task goes to the same thread from one call to the next,
+// as OpenMP's static schedule does, and finds its part of an input that fits the caches (a
+// decode step's activations) in its own core's: a region of 1 MB in and out on two cores took
+// twice as long when its tasks changed threads between calls. And a region is over when its
+// tasks have run, not when every worker has looked in: a worker the scheduler is slow to run
+// (the cores busy with another pool, say a framework's OpenMP threads) leaves its share to the
+// threads that are running, the caller included, instead of holding the region up. Never
+// destroyed: its threads wait until the process ends (the library is never unloaded).
 class WorkerPool {
  public:
-  explicit WorkerPool(int64_t workers) {
+  // Up to `workers` threads of its own, and regions of up to workers + 1 tasks.
+  explicit WorkerPool(int64_t workers) : claimed_(new std::atomic<uint64_t>[workers + 1]()) {
     for (int64_t i = 0; i < workers; ++i) {
       try {
-        std::thread([this] { Work(); }).detach();
+        std::thread([this, i] { Work(i + 1); }).detach();
         ++workers_;
       } catch (...) {  // std::system_error, or std::bad_alloc under memory pressure
         break;  // no more threads to be had: the pool works with those it has
@@ -98,10 +104,10 @@ class WorkerPool {
     {
       // Under the mutex, so that a worker about to sleep sees the new region or its wake-up.
       std::lock_guard<std::mutex> lock(mutex_);
-      state_.store(generation << 32 | static_cast<uint64_t>(tasks), std::memory_order_release);
+      state_.store(generation << 16 | static_cast<uint64_t>(tasks), std::memory_order_release);
     }
     for (int64_t i = 1; i < std::min(tasks, workers_ + 1); ++i) wake_.notify_one();
-    RunTasks();
+    RunTasks(0);
     const auto deadline = std::chrono::steady_clock::now() + kSpin;
     while (done_.load(std::memory_order_acquire) != tasks) {
       if (std::chrono::steady_clock::now() < deadline) {
@@ -114,23 +120,33 @@ class WorkerPool {
   }
 
  private:
-  // state_: the region's generation (bits 32-63), its next unclaimed task (16-31) and its task
-  // count (0-15). Claiming a task is one compare-and-swap, which fails for a stale region.
-  static constexpr uint64_t kOneClaimed = uint64_t{1} << 16;
-  static uint64_t Generation(uint64_t state) { return state >> 32; }
-  static int64_t NextTask(uint64_t state) { return static_cast<int64_t>((state >> 16) & 0xFFFF); }
+  // state_: the region's generation (bits 16-63: 2^48 regions, years of a million a second) and
+  // its task count (0-15).
+  static uint64_t Generation(uint64_t state) { return state >> 16; }
   static int64_t TaskCount(uint64_t state) { return static_cast<int64_t>(state & 0xFFFF); }
 
-  // Claims and runs the current region's tasks until none is left. task_ is read only for a
+  // Claims task i for the region of `generation`: claimed_[i] holds the last generation that
+  // claimed it, so a claim fails once the task is taken, and for a stale region (whose every task
+  // was claimed before it ended).
+  bool Claim(int64_t i, uint64_t generation) {
+    uint64_t seen = claimed_[i].load(std::memory_order_relaxed);
+    return seen < generation &&
+           claimed_[i].compare_exchange_strong(seen, generation, std::memory_order_acq_rel);
+  }
+
+  // Runs task `own` of the current region if it is still unclaimed, then every task still
+  // unclaimed, upwards from it; a thread with no task of its own (more threads than tasks) takes
+  // them downwards from the last, away from the tasks' own threads. task_ is read only for a
   // claimed task: the region (and its task) lasts until every claimed task is done.
-  void RunTasks() {
-    uint64_t state = state_.load(std::memory_order_acquire);
-    while (NextTask(state) < TaskCount(state)) {
-      if (state_.compare_exchange_weak(state, state + kOneClaimed, std::memory_order_acq_rel,
-                                       std::memory_order_acquire)) {
-        (*task_)(NextTask(state));
+  void RunTasks(int64_t own) {
+    const uint64_t state = state_.load(std::memory_order_acquire);
+    const uint64_t generation = Generation(state);
+    const int64_t tasks = TaskCount(state);
+    for (int64_t k = 0; k < tasks; ++k) {
+      const int64_t i = own < tasks ? (own + k) % tasks : tasks - 1 - k;
+      if (Claim(i, generation)) {
+        (*task_)(i);
         done_.fetch_add(1, std::memory_order_release);
-        state = state_.load(std::memory_order_acquire);
       }
     }
   }
@@ -150,7 +166,7 @@ class WorkerPool {
     return Generation(state_.load(std::memory_order_acquire));
   }
 
-  void Work() {
+  void Work(int64_t index) {
     // A thread starts in the environment of the thread that started it (a caller's rounding
     // direction, say): the worker's own is the library's for good, so the guard of each task
     // (ParallelFor) finds nothing to change. That guard still runs: it is what makes a task's
@@ -159,7 +175,7 @@ class WorkerPool {
     uint64_t seen = 0;
     for (;;) {
       seen = WaitForRegion(seen);
-      RunTasks();
+      RunTasks(index);
     }
   }
 
@@ -169,6 +185,7 @@ class WorkerPool {
   // The region's task, published to the workers by the release store of state_.
   const std::function<void(int64_t)>* task_ = nullptr;
   std::atomic<uint64_t> state_{0};
+  std::unique_ptr<std::atomic<uint64_t>[]> claimed_;  // [the most tasks a region has]: Claim
   std::atomic<int64_t> done_{0};  // the current region's tasks that have run
   int64_t workers_ = 0;
 };

@@ -69,6 +69,27 @@ def test_threads_numpy_inputs_split_across_cpu_threads() -> None:
     _hammer(*_all_ops(lambda a: a.astype(np.float32), np.asarray, shape=(256, 1024)))
 
 
+def test_split_calls_run_each_part_exactly_once() -> None:
+    # In place, so a part run twice (or not at all) shows: x * 2 then x / 2, back to back, on
+    # more library threads than cores, on sizes split into 2 to 8 parts in turn (a call of fewer
+    # parts after one of more, whose threads may still be looking for work).
+    code = textwrap.dedent(
+        """
+        import numpy as np
+        import scale_lib
+        arrays = [np.ones(n, np.float32) for n in (1 << 16, 3 << 16, 1 << 18, 1 << 20)]
+        for k in range(ROUNDS):
+            for x in arrays:
+                scale_lib.scale(x, 2.0 if k % 2 == 0 else 0.5, out=x)
+        bad = [x.size for x in arrays if not np.array_equal(x, np.ones_like(x))]
+        assert not bad, f"parts run other than once in arrays of {bad} elements"
+        """
+    ).replace("ROUNDS", str(16 * ITERATIONS))
+    env = dict(os.environ, SCALE_LIB_NUM_THREADS="8")
+    child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+    assert child.returncode == 0, child.stderr[-3000:]
+
+
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 def test_a_process_forked_during_parallel_kernels_can_call_them() -> None:
     # The child of a fork has only the forking thread, even if another thread was inside a
