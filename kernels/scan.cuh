@@ -131,8 +131,7 @@ __device__ __forceinline__ void WarpInclusiveScan(S (&values)[N], int lane, cons
 // The value of lane `source` of each group of kLanes lanes (every lane of the warp calls it).
 template <int kLanes, typename S>
 __device__ __forceinline__ S FromLane(S value, int source) {
-  return ShuffleState(value,
-                      [&](auto v) { return __shfl_sync(0xffffffffu, v, source, kLanes); });
+  return ShuffleState(value, [&](auto v) { return __shfl_sync(0xffffffffu, v, source, kLanes); });
 }
 
 // [scan_prefix.begin]
