@@ -7,8 +7,8 @@
 // chosen by shape at launch, with 64-bit indices and every launch checked:
 //   - short rows (cols < kScanBlockMinCols): ScanWarpRowsKernel, a group of kLanes lanes (4 to
 //     32, from the row length) per row, several rows per block: each lane takes kScanItems
-//     elements of a tile of kLanes x kScanItems (coalesced, lane-strided), the group scans them
-//     with shuffles and carries the tile's total to the next tile;
+//     elements of a tile of kLanes x kScanItems (a run of them, or lane-strided for a large
+//     state), the group scans them with shuffles and carries the tile's total to the next tile;
 //   - long rows, many of them: ScanRowsKernel, one block of kScanThreads threads per row (a
 //     grid-stride loop over rows): the row taken in tiles of kScanThreads x kScanBlockItems<C>
 //     elements, cub::BlockScan scanning each and a running prefix carried from tile to tile;
@@ -191,8 +191,14 @@ __global__ void __launch_bounds__(kScanThreads)
 // [scan_kernel.end]
 
 // [scan_warp.begin]
-// kLanes lanes (a power of two up to 32) per row, kScanThreads / kLanes rows per block. Every
-// lane of a warp runs every shuffle (rows past the end scan identities), so the full mask holds.
+// kLanes lanes (a power of two up to 32) per row, kScanThreads / kLanes rows per block, a tile of
+// a row kLanes x kScanItems elements. A state of up to 8 bytes (a float's sum or product, a
+// double's sum) takes the tile in runs: each lane's kScanItems elements consecutive, combined in
+// order by the lane, then one scan of the lanes' totals across the group. A larger one (a
+// double's product) takes it lane-strided: one scan across the group per item, then the items
+// in order. (On an H100, (65536, 128) float32 products took 39 us in runs against 53 strided,
+// float64 products 82 against 73; sums as fast or faster.) Every lane of a warp runs every
+// shuffle (rows past the end scan identities), so the full mask holds.
 template <int kLanes, typename T, typename Op, typename Fn, typename... In>
 __global__ void __launch_bounds__(kScanThreads)
     ScanWarpRowsKernel(Fn fn, int64_t rows, int64_t cols, bool reverse, T* __restrict__ out,
@@ -201,11 +207,16 @@ __global__ void __launch_bounds__(kScanThreads)
   using C = Compute<T>;
   using Carry = ScanCarry<Op, C>;
   using S = typename Carry::State;
+  constexpr bool kRuns = sizeof(S) <= 8;
   constexpr int kRowsPerBlock = kScanThreads / kLanes;
   constexpr int64_t kTile = int64_t{kLanes} * kScanItems;
   const Op op{};
   const int lane = static_cast<int>(threadIdx.x) % kLanes;
   const int group = static_cast<int>(threadIdx.x) / kLanes;
+  // The k-th element of the lane in the tile starting at `tile`, along the scan.
+  const auto at = [&](int64_t tile, int k) {
+    return kRuns ? tile + int64_t{lane} * kScanItems + k : tile + int64_t{k} * kLanes + lane;
+  };
   for (int64_t first_row = int64_t{blockIdx.x} * kRowsPerBlock; first_row < rows;
        first_row += int64_t{gridDim.x} * kRowsPerBlock) {
     const int64_t row = first_row + group;
@@ -216,22 +227,35 @@ __global__ void __launch_bounds__(kScanThreads)
       S values[kScanItems];
 #pragma unroll
       for (int k = 0; k < kScanItems; ++k) {
-        const int64_t j = tile + int64_t{k} * kLanes + lane;
+        const int64_t j = at(tile, k);
         values[k] = active && j < cols
                         ? Carry::Lift(fn.Value(M::Load(ins[ScanIndex(base, cols, j, reverse)])...))
                         : Op::Identity();
       }
-      WarpInclusiveScan<kLanes>(values, lane, op);  // across the lanes, one per k
-      // Then in order along the row: each part after the combination of those before it.
+      if constexpr (kRuns) {
 #pragma unroll
-      for (int k = 0; k < kScanItems; ++k) {
-        const S total = FromLane<kLanes>(values[k], kLanes - 1);
-        values[k] = op(carry, values[k]);
-        carry = Settled<Op>(op(carry, total));
+        for (int k = 1; k < kScanItems; ++k) values[k] = op(values[k - 1], values[k]);
+        S totals[1] = {values[kScanItems - 1]};
+        WarpInclusiveScan<kLanes>(totals, lane, op);  // the lanes' runs, up to each lane
+        const S before_lane = ShuffleState(
+            totals[0], [](auto v) { return __shfl_up_sync(0xffffffffu, v, 1, kLanes); });
+        const S before = lane == 0 ? carry : op(carry, before_lane);
+#pragma unroll
+        for (int k = 0; k < kScanItems; ++k) values[k] = op(before, values[k]);
+        carry = Settled<Op>(op(carry, FromLane<kLanes>(totals[0], kLanes - 1)));
+      } else {
+        WarpInclusiveScan<kLanes>(values, lane, op);  // across the lanes, one per k
+        // Then in order along the row: each part after the combination of those before it.
+#pragma unroll
+        for (int k = 0; k < kScanItems; ++k) {
+          const S total = FromLane<kLanes>(values[k], kLanes - 1);
+          values[k] = op(carry, values[k]);
+          carry = Settled<Op>(op(carry, total));
+        }
       }
 #pragma unroll
       for (int k = 0; k < kScanItems; ++k) {
-        const int64_t j = tile + int64_t{k} * kLanes + lane;
+        const int64_t j = at(tile, k);
         if (active && j < cols)
           out[ScanIndex(base, cols, j, reverse)] = M::Store(fn.Finish(Carry::Lower(values[k])));
       }
