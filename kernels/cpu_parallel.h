@@ -43,11 +43,14 @@ namespace host {
 // holding a share delays the whole call, and small inputs are better off on the calling thread.
 inline constexpr int64_t kMinItemsPerThread = int64_t{1} << 15;
 
+// The most threads SCALE_LIB_NUM_THREADS may ask for.
+inline constexpr long kThreadsCap = 1024;
+
 inline int64_t MaxThreads() {
   static const int64_t threads = [] {
     if (const char* env = std::getenv("SCALE_LIB_NUM_THREADS")) {
       const long requested = std::strtol(env, nullptr, 10);
-      if (requested >= 1) return static_cast<int64_t>(std::min(requested, 1024L));
+      if (requested >= 1) return static_cast<int64_t>(std::min(requested, kThreadsCap));
     }
     return std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, 16);
   }();
@@ -70,22 +73,25 @@ inline void CpuRelax() {
 }
 
 // Parked workers that run the tasks of one parallel region at a time, with the calling thread.
-// Each thread first claims the task of its own index (the caller task 0, worker k task k + 1),
-// then any task still unclaimed. So a task goes to the same thread from one call to the next,
-// as OpenMP's static schedule does, and finds its part of an input that fits the caches (a
-// decode step's activations) in its own core's: a region of 1 MB in and out on two cores took
-// twice as long when its tasks changed threads between calls. And a region is over when its
-// tasks have run, not when every worker has looked in: a worker the scheduler is slow to run
-// (the cores busy with another pool, say a framework's OpenMP threads) leaves its share to the
-// threads that are running, the caller included, instead of holding the region up. Never
-// destroyed: its threads wait until the process ends (the library is never unloaded).
+// Task i belongs to thread i (the caller is thread 0, worker k thread k), which is the one woken
+// for it and claims it first, then any task still unclaimed; threads past the task count stay
+// out. So a task goes to the same thread from one call to the next, as OpenMP's static schedule
+// does, and finds its part of an input that fits the caches (a decode step's activations) in its
+// own core's: a region of 1 MB in and out on two cores took 52-54 us when its tasks went to
+// whichever thread asked first, 21-24 this way. And a region is over when its tasks have run, not
+// when every worker has looked in: a worker the scheduler is slow to run (the cores busy with
+// another pool, say a framework's OpenMP threads) leaves its task to the threads that are
+// running, the caller included, instead of holding the region up. Never destroyed: its threads
+// wait until the process ends (the library is never unloaded).
 class WorkerPool {
  public:
   // Up to `workers` threads of its own, and regions of up to workers + 1 tasks.
-  explicit WorkerPool(int64_t workers) : claimed_(new std::atomic<uint64_t>[workers + 1]()) {
-    for (int64_t i = 0; i < workers; ++i) {
+  explicit WorkerPool(int64_t workers)
+      : claimed_(new std::atomic<uint64_t>[workers + 1]()),
+        wakes_(new std::condition_variable[workers + 1]) {
+    for (int64_t i = 1; i <= workers; ++i) {
       try {
-        std::thread([this, i] { Work(i + 1); }).detach();
+        std::thread([this, i] { Work(i); }).detach();
         ++workers_;
       } catch (...) {  // std::system_error, or std::bad_alloc under memory pressure
         break;  // no more threads to be had: the pool works with those it has
@@ -93,8 +99,8 @@ class WorkerPool {
     }
   }
 
-  // Runs task(i) for every i in [0, tasks) (tasks <= MaxThreads()) and returns when all have run;
-  // false, having run nothing, when another region holds the pool.
+  // Runs task(i) for every i in [0, tasks) (tasks <= MaxThreads(), the pool's `workers` + 1) and
+  // returns when all have run; false, having run nothing, when another region holds the pool.
   bool TryRun(int64_t tasks, const std::function<void(int64_t)>& task) {
     std::unique_lock<std::mutex> region(region_mutex_, std::try_to_lock);
     if (!region.owns_lock() || workers_ == 0) return false;
@@ -104,12 +110,13 @@ class WorkerPool {
     {
       // Under the mutex, so that a worker about to sleep sees the new region or its wake-up.
       std::lock_guard<std::mutex> lock(mutex_);
-      state_.store(generation << 16 | static_cast<uint64_t>(tasks), std::memory_order_release);
+      state_.store(generation << kCountBits | static_cast<uint64_t>(tasks),
+                   std::memory_order_release);
     }
-    for (int64_t i = 1; i < std::min(tasks, workers_ + 1); ++i) wake_.notify_one();
-    RunTasks(0);
+    for (int64_t i = 1; i < std::min(tasks, workers_ + 1); ++i) wakes_[i].notify_one();
+    RunTasks(0);  // every task left unclaimed, so the wait below ends
     const auto deadline = std::chrono::steady_clock::now() + kSpin;
-    while (done_.load(std::memory_order_acquire) != tasks) {
+    while (done_.load(std::memory_order_acquire) < tasks) {
       if (std::chrono::steady_clock::now() < deadline) {
         CpuRelax();
       } else {
@@ -120,14 +127,21 @@ class WorkerPool {
   }
 
  private:
-  // state_: the region's generation (bits 16-63: 2^48 regions, years of a million a second) and
-  // its task count (0-15).
-  static uint64_t Generation(uint64_t state) { return state >> 16; }
-  static int64_t TaskCount(uint64_t state) { return static_cast<int64_t>(state & 0xFFFF); }
+  // state_: the region's task count (bits 0-10: at most MaxThreads()) and its generation (bits
+  // 11-63: 2^53 regions, centuries of a million a second; Claim needs them to grow).
+  static constexpr int kCountBits = 11;
+  static_assert(kThreadsCap < (1L << kCountBits), "a task count fits its bits");
+  static uint64_t Generation(uint64_t state) { return state >> kCountBits; }
+  static int64_t TaskCount(uint64_t state) {
+    return static_cast<int64_t>(state & ((uint64_t{1} << kCountBits) - 1));
+  }
 
-  // Claims task i for the region of `generation`: claimed_[i] holds the last generation that
-  // claimed it, so a claim fails once the task is taken, and for a stale region (whose every task
-  // was claimed before it ended).
+  // Claims task i for the region of `generation`: claimed_[i] holds the generation of the last
+  // region that claimed it, so a claim fails once the task is taken, and for a stale region
+  // (every task of which was claimed before it ended). The values only grow, so a thread still
+  // running a stale region cannot take a newer region's task; a relaxed load suffices, as the
+  // compare-and-swap reads the latest value, and a claimer of the current region has acquired
+  // state_, after every claim of the regions before.
   bool Claim(int64_t i, uint64_t generation) {
     uint64_t seen = claimed_[i].load(std::memory_order_relaxed);
     return seen < generation &&
@@ -135,15 +149,16 @@ class WorkerPool {
   }
 
   // Runs task `own` of the current region if it is still unclaimed, then every task still
-  // unclaimed, upwards from it; a thread with no task of its own (more threads than tasks) takes
-  // them downwards from the last, away from the tasks' own threads. task_ is read only for a
-  // claimed task: the region (and its task) lasts until every claimed task is done.
+  // unclaimed, upwards from it; a thread with no task of its own in the region does nothing
+  // (taking others' would take them from their threads). task_ is read only for a claimed task:
+  // the region (and its task) lasts until every claimed task is done.
   void RunTasks(int64_t own) {
     const uint64_t state = state_.load(std::memory_order_acquire);
     const uint64_t generation = Generation(state);
     const int64_t tasks = TaskCount(state);
+    if (own >= tasks) return;
     for (int64_t k = 0; k < tasks; ++k) {
-      const int64_t i = own < tasks ? (own + k) % tasks : tasks - 1 - k;
+      const int64_t i = (own + k) % tasks;
       if (Claim(i, generation)) {
         (*task_)(i);
         done_.fetch_add(1, std::memory_order_release);
@@ -151,8 +166,9 @@ class WorkerPool {
     }
   }
 
-  // Waits for a region after generation `seen`: spinning for kSpin, then asleep.
-  uint64_t WaitForRegion(uint64_t seen) {
+  // Waits for a region after generation `seen`: spinning for kSpin, then asleep until a region
+  // with a task for thread `index` wakes it.
+  uint64_t WaitForRegion(uint64_t seen, int64_t index) {
     const auto fresh = [&] { return Generation(state_.load(std::memory_order_acquire)) != seen; };
     const auto deadline = std::chrono::steady_clock::now() + kSpin;
     while (std::chrono::steady_clock::now() < deadline) {
@@ -162,7 +178,7 @@ class WorkerPool {
       }
     }
     std::unique_lock<std::mutex> lock(mutex_);
-    wake_.wait(lock, fresh);
+    wakes_[index].wait(lock, fresh);
     return Generation(state_.load(std::memory_order_acquire));
   }
 
@@ -174,18 +190,18 @@ class WorkerPool {
     const IeeeSubnormals ieee;
     uint64_t seen = 0;
     for (;;) {
-      seen = WaitForRegion(seen);
+      seen = WaitForRegion(seen, index);
       RunTasks(index);
     }
   }
 
   std::mutex region_mutex_;  // held by the region using the pool
   std::mutex mutex_;  // parks the workers
-  std::condition_variable wake_;
   // The region's task, published to the workers by the release store of state_.
   const std::function<void(int64_t)>* task_ = nullptr;
   std::atomic<uint64_t> state_{0};
-  std::unique_ptr<std::atomic<uint64_t>[]> claimed_;  // [the most tasks a region has]: Claim
+  std::unique_ptr<std::atomic<uint64_t>[]> claimed_;  // per task (workers + 1): Claim
+  std::unique_ptr<std::condition_variable[]> wakes_;   // per thread (workers + 1; 0 unused)
   std::atomic<int64_t> done_{0};  // the current region's tasks that have run
   int64_t workers_ = 0;
 };
