@@ -7,8 +7,9 @@
 // chosen by shape at launch, with 64-bit indices and every launch checked:
 //   - short rows (cols < kScanBlockMinCols): ScanWarpRowsKernel, a group of kLanes lanes (4 to
 //     32, from the row length) per row, several rows per block: each lane takes kScanItems
-//     elements of a tile of kLanes x kScanItems (a run of them, or lane-strided for a large
-//     state), the group scans them with shuffles and carries the tile's total to the next tile;
+//     elements of a tile of kLanes x kScanItems (a run of them, combined by the lane before the
+//     group scans the lanes' totals with shuffles; lane-strided, a scan per element, for a large
+//     state) and the tile's total is carried to the next tile;
 //   - long rows, many of them: ScanRowsKernel, one block of kScanThreads threads per row (a
 //     grid-stride loop over rows): the row taken in tiles of kScanThreads x kScanBlockItems<C>
 //     elements, cub::BlockScan scanning each and a running prefix carried from tile to tile;
@@ -88,6 +89,12 @@ inline constexpr int kScanTileBlocksPerSmOf =
 // kept it waits for the P of the window before them (ChainedPrefix), with the same bits as a
 // result.
 inline constexpr int kScanLookBackWindows = 32;
+// The warp path takes a tile in runs (each lane's elements consecutive, combined in order by the
+// lane, then one scan of the lanes' totals) for a state of up to this many bytes, and
+// lane-strided (a scan across the lanes per element a lane holds) for a larger one, which the
+// runs' longer chain of combinations made slower: on an H100, (65536, 128) float32 products took
+// 39 us in runs against 52-53 strided, float64 products (a 16-byte state) 82 against 73.
+inline constexpr int kScanRunsMaxStateBytes = 8;
 
 // The index of the j-th element along the scan of the row starting at `base`.
 __device__ __forceinline__ int64_t ScanIndex(int64_t base, int64_t cols, int64_t j, bool reverse) {
@@ -111,6 +118,13 @@ __device__ __forceinline__ S ShuffleState(S value, const Shuffle& shuffle) {
   }
 }
 
+// The value of the lane `delta` below in each group of kLanes lanes (a lane's own below
+// `delta`; every lane of the warp calls it).
+template <int kLanes, typename S>
+__device__ __forceinline__ S ShuffleUp(S value, int delta) {
+  return ShuffleState(value, [&](auto v) { return __shfl_up_sync(0xffffffffu, v, delta, kLanes); });
+}
+
 // Inclusive scans across groups of kLanes lanes (a power of two up to 32), one per value
 // (independent, interleaved): each lane's result combined in a grouping fixed by its index, so
 // the bits depend on the values alone. Every lane of the warp runs every shuffle.
@@ -121,11 +135,16 @@ __device__ __forceinline__ void WarpInclusiveScan(S (&values)[N], int lane, cons
   for (int d = 1; d < kLanes; d *= 2) {
 #pragma unroll
     for (int k = 0; k < N; ++k) {
-      const S before = ShuffleState(
-          values[k], [&](auto v) { return __shfl_up_sync(0xffffffffu, v, d, kLanes); });
+      const S before = ShuffleUp<kLanes>(values[k], d);
       if (lane >= d) values[k] = op(before, values[k]);
     }
   }
+}
+template <int kLanes, typename S, typename Op>
+__device__ __forceinline__ S WarpInclusiveScan(S value, int lane, const Op& op) {
+  S values[1] = {value};
+  WarpInclusiveScan<kLanes>(values, lane, op);
+  return values[0];
 }
 
 // The value of lane `source` of each group of kLanes lanes (every lane of the warp calls it).
@@ -192,13 +211,12 @@ __global__ void __launch_bounds__(kScanThreads)
 
 // [scan_warp.begin]
 // kLanes lanes (a power of two up to 32) per row, kScanThreads / kLanes rows per block, a tile of
-// a row kLanes x kScanItems elements. A state of up to 8 bytes (a float's sum or product, a
-// double's sum) takes the tile in runs: each lane's kScanItems elements consecutive, combined in
-// order by the lane, then one scan of the lanes' totals across the group. A larger one (a
-// double's product) takes it lane-strided: one scan across the group per item, then the items
-// in order. (On an H100, (65536, 128) float32 products took 39 us in runs against 53 strided,
-// float64 products 82 against 73; sums as fast or faster.) Every lane of a warp runs every
-// shuffle (rows past the end scan identities), so the full mask holds.
+// a row kLanes x kScanItems elements. A state of up to kScanRunsMaxStateBytes (a float's sum or
+// product, a double's sum) takes the tile in runs: each lane's kScanItems elements consecutive,
+// combined in order by the lane; one scan of the lanes' totals across the group; then each lane
+// combines the carry and the lanes before it with its own. A larger one (a double's product)
+// takes it lane-strided: one scan across the group per item, then the items in order. Every lane
+// of a warp runs every shuffle (rows past the end scan identities), so the full mask holds.
 template <int kLanes, typename T, typename Op, typename Fn, typename... In>
 __global__ void __launch_bounds__(kScanThreads)
     ScanWarpRowsKernel(Fn fn, int64_t rows, int64_t cols, bool reverse, T* __restrict__ out,
@@ -207,14 +225,14 @@ __global__ void __launch_bounds__(kScanThreads)
   using C = Compute<T>;
   using Carry = ScanCarry<Op, C>;
   using S = typename Carry::State;
-  constexpr bool kRuns = sizeof(S) <= 8;
+  constexpr bool kRuns = sizeof(S) <= kScanRunsMaxStateBytes;
   constexpr int kRowsPerBlock = kScanThreads / kLanes;
   constexpr int64_t kTile = int64_t{kLanes} * kScanItems;
   const Op op{};
   const int lane = static_cast<int>(threadIdx.x) % kLanes;
   const int group = static_cast<int>(threadIdx.x) / kLanes;
   // The k-th element of the lane in the tile starting at `tile`, along the scan.
-  const auto at = [&](int64_t tile, int k) {
+  const auto element = [&](int64_t tile, int k) {
     return kRuns ? tile + int64_t{lane} * kScanItems + k : tile + int64_t{k} * kLanes + lane;
   };
   for (int64_t first_row = int64_t{blockIdx.x} * kRowsPerBlock; first_row < rows;
@@ -227,7 +245,7 @@ __global__ void __launch_bounds__(kScanThreads)
       S values[kScanItems];
 #pragma unroll
       for (int k = 0; k < kScanItems; ++k) {
-        const int64_t j = at(tile, k);
+        const int64_t j = element(tile, k);
         values[k] = active && j < cols
                         ? Carry::Lift(fn.Value(M::Load(ins[ScanIndex(base, cols, j, reverse)])...))
                         : Op::Identity();
@@ -235,14 +253,13 @@ __global__ void __launch_bounds__(kScanThreads)
       if constexpr (kRuns) {
 #pragma unroll
         for (int k = 1; k < kScanItems; ++k) values[k] = op(values[k - 1], values[k]);
-        S totals[1] = {values[kScanItems - 1]};
-        WarpInclusiveScan<kLanes>(totals, lane, op);  // the lanes' runs, up to each lane
-        const S before_lane = ShuffleState(
-            totals[0], [](auto v) { return __shfl_up_sync(0xffffffffu, v, 1, kLanes); });
+        // The lanes' runs, up to each lane.
+        const S up_to_lane = WarpInclusiveScan<kLanes>(values[kScanItems - 1], lane, op);
+        const S before_lane = ShuffleUp<kLanes>(up_to_lane, 1);
         const S before = lane == 0 ? carry : op(carry, before_lane);
 #pragma unroll
         for (int k = 0; k < kScanItems; ++k) values[k] = op(before, values[k]);
-        carry = Settled<Op>(op(carry, FromLane<kLanes>(totals[0], kLanes - 1)));
+        carry = Settled<Op>(op(carry, FromLane<kLanes>(up_to_lane, kLanes - 1)));
       } else {
         WarpInclusiveScan<kLanes>(values, lane, op);  // across the lanes, one per k
         // Then in order along the row: each part after the combination of those before it.
@@ -255,7 +272,7 @@ __global__ void __launch_bounds__(kScanThreads)
       }
 #pragma unroll
       for (int k = 0; k < kScanItems; ++k) {
-        const int64_t j = at(tile, k);
+        const int64_t j = element(tile, k);
         if (active && j < cols)
           out[ScanIndex(base, cols, j, reverse)] = M::Store(fn.Finish(Carry::Lower(values[k])));
       }
@@ -287,6 +304,7 @@ __device__ __forceinline__ void LoadTile(const Fn& fn, int64_t base, int64_t col
 
 // What a tile has published: nothing yet, its total, or its inclusive prefix (the combination
 // of the row's tiles up to it).
+// In the order a tile publishes them (ChainedPrefix::Wait waits for one or a later one).
 enum TileStatus : unsigned { kTileEmpty = 0, kTileTotal = 1, kTileInclusive = 2 };
 
 template <typename S>
@@ -389,7 +407,7 @@ struct TileStates<S, 0> {
 // look-back, the row's combination up to it, P, which the windows alone define:
 //   P(before the row) = the identity,
 //   P(window j's boundary) = Settle(P(window j - 1's boundary) op W_j[31]),
-// where W_j[l] is the warp's inclusive scan of window j's totals at lane l (WarpScan: shuffles, a
+// where W_j[l] is the warp's inclusive scan of window j's totals at lane l (WarpInclusiveScan: a
 // grouping fixed by the lane). The tile at lane l of window j has before it P(window j - 1's
 // boundary) op W_j[l - 1]. The look-back reads the totals of the tile's own window before it,
 // then goes back a window at a time, each window's tiles a lane each, to the nearest boundary
@@ -415,12 +433,6 @@ struct ChainedPrefix {
     } while (state.status < status);
     return state;
   }
-  // The inclusive scan of the warp's 32 values.
-  __device__ static S WarpScan(S value, int lane) {
-    S values[1] = {value};
-    WarpInclusiveScan<32>(values, lane, Op{});
-    return values[0];
-  }
 
   __device__ S operator()(S total) const {
     const Op op{};
@@ -432,7 +444,7 @@ struct ChainedPrefix {
     S mine = Op::Identity();
     if (lane < at) mine = Wait(start + lane).value;
     if (lane == at) mine = total;
-    const S window = WarpScan(mine, lane);  // lanes past `at` scanned identities
+    const S window = WarpInclusiveScan<32>(mine, lane, op);  // lanes past `at`: identities
     // P at the boundary before the window: back a window at a time.
     S before = Op::Identity();
     int windows = 0;
@@ -446,7 +458,7 @@ struct ChainedPrefix {
         before = Wait(first + 31, kTileInclusive).value;
         break;
       }
-      const S total_of_window = FromLane<32>(WarpScan(seen.value, lane), 31);
+      const S total_of_window = FromLane<32>(WarpInclusiveScan<32>(seen.value, lane, op), 31);
       if (lane == 0) kept[windows] = total_of_window;
       ++windows;
     }
