@@ -305,6 +305,16 @@ template <typename Format, typename Src, typename Dst>
 SCALE_LIB_TARGET_AVX512 void ConvertAVX512(const Src* src, Dst* dst, int64_t n) {
   ConvertN<Format, 16>(src, dst, n);
 }
+
+// sum_of_squares::BFloat16PairsToLanes for 16 values in float64 at AVX-512: a float64 conversion
+// of eight floats from one 256-bit register each (GCC's vector extension split it in two).
+SCALE_LIB_TARGET_AVX512 inline void BFloat16PairsToDoubles(const uint16_t* src, double* dst) {
+  const __m256i words = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src));
+  const __m256i first = _mm256_slli_epi32(words, 16);
+  const __m256i second = _mm256_and_si256(words, _mm256_set1_epi32(static_cast<int>(0xFFFF0000u)));
+  _mm512_storeu_pd(dst, _mm512_cvtps_pd(_mm256_castsi256_ps(first)));
+  _mm512_storeu_pd(dst + 8, _mm512_cvtps_pd(_mm256_castsi256_ps(second)));
+}
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
@@ -465,11 +475,11 @@ void StoreN(const typename FloatMath<T>::Compute* src, T* dst, int64_t n) {
 }
 
 // Sum of squares in the accumulation type A of n values of storage type T, in kLanes independent
-// partial sums (value i goes to lane i % kLanes; the last n % kLanes values are summed in order,
-// then the lanes), so the loop vectorises without reassociation (no -ffast-math): the order is
-// fixed and the result deterministic. Where the CPU has AVX2 (and F16C) or AVX-512 the same
-// operations run on wider vectors (RunWidest), and 16-bit values convert exactly, so the bits are
-// the same.
+// partial sums (value i goes to lane i % kLanes, a bfloat16 to another lane of its block of
+// kLanes: BFloat16PairsToLanes; the last n % kLanes values are summed in order, then the lanes), so
+// the loop vectorises without reassociation (no -ffast-math): the order is fixed and the result
+// deterministic. Where the CPU has AVX2 (and F16C) or AVX-512 the same operations run on wider
+// vectors (RunWidest), and 16-bit values convert exactly, so the bits are the same.
 namespace sum_of_squares {
 
 // 32 lanes: enough independent sums to keep the adds busy (doubles: 4 AVX-512, 8 AVX2 vectors;
@@ -485,8 +495,37 @@ inline constexpr bool kSquareExact =
     std::numeric_limits<A>::min_exponent - std::numeric_limits<A>::digits <=
         2 * (std::numeric_limits<C>::min_exponent - std::numeric_limits<C>::digits);
 
-// lanes[k] += v[i]^2 for i % kLanes == k, over the whole multiples of kLanes of v (`whole`
-// values). 16-bit values are converted a block at a time (ConvertBlock), in registers. A square
+// The kLanes bfloat16 values of v, in type A, in the order of the lanes they go to: in each group
+// of 16, values 0, 2, ..., 14 to its lanes 0-7, values 1, 3, ..., 15 to lanes 8-15. A bfloat16 is
+// the top half of a float, so a 32-bit word of two of them becomes two floats by a shift and a
+// mask, with no shuffle; converted in order (ConvertBlock), the float64 sum took three shuffles a
+// block to widen and one to split, on one port of an AVX-512 core. GCC's vector extension: as
+// plain loops, GCC gathered the words one at a time.
+template <SimdLevel kLevel, typename A>
+[[gnu::always_inline]] inline void BFloat16PairsToLanes(Simd<kLevel>, const bfloat16_t* v,
+                                                        A* values) {
+  typedef uint32_t Words __attribute__((vector_size(32)));
+  typedef float Floats __attribute__((vector_size(32)));
+  typedef A Wide __attribute__((vector_size(8 * sizeof(A))));
+  for (int group = 0; group < kLanes / 16; ++group) {
+#if defined(SCALE_LIB_X86)
+    if constexpr (kLevel == SimdLevel::kAVX512 && std::is_same_v<A, double>) {
+      BFloat16PairsToDoubles(LaneBits(v + 16 * group), values + 16 * group);
+      continue;
+    }
+#endif
+    Words words;
+    std::memcpy(&words, v + 16 * group, sizeof(words));
+    const Wide first = __builtin_convertvector(reinterpret_cast<Floats>(words << 16), Wide);
+    const Wide second =
+        __builtin_convertvector(reinterpret_cast<Floats>(words & 0xFFFF0000u), Wide);
+    std::memcpy(values + 16 * group, &first, sizeof(first));
+    std::memcpy(values + 16 * group + 8, &second, sizeof(second));
+  }
+}
+
+// lanes[k] += v[i]^2 for i % kLanes == k (a bfloat16's lane: BFloat16PairsToLanes), over the whole
+// multiples of kLanes of v (`whole` values). 16-bit values are converted in registers. A square
 // exact in A is added by the level's fused multiply-add where it has one: one instruction for two
 // (float32 rows summed in double took 0.75x the time on one core with AVX-512).
 template <SimdLevel kLevel, typename A, typename T>
@@ -500,7 +539,18 @@ template <SimdLevel kLevel, typename A, typename T>
   for (int64_t i = 0; i < whole; i += kLanes) {
     const C* values = nullptr;
     [[maybe_unused]] C converted[std::is_same_v<T, C> ? 1 : kLanes];  // 16-bit values only
-    if constexpr (std::is_same_v<T, C>) {
+    [[maybe_unused]] A widened[std::is_same_v<T, bfloat16_t> ? kLanes : 1];
+    if constexpr (std::is_same_v<T, bfloat16_t>) {
+      BFloat16PairsToLanes(level, v + i, widened);
+      for (int k = 0; k < kLanes; ++k) {
+        if constexpr (kFused) {
+          partial[k] = __builtin_fma(widened[k], widened[k], partial[k]);
+        } else {
+          partial[k] += widened[k] * widened[k];
+        }
+      }
+      continue;
+    } else if constexpr (std::is_same_v<T, C>) {
       values = v + i;
     } else {
       for (int b = 0; b < kLanes; b += kBlock) ConvertBlock(level, v + i + b, converted + b);

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // CPU twin of kernels/softmax/softmax.cu: rows split across the CPU pool; each row's max, then its
 // sum of exponentials, in the compute type. The row loops keep kLanes independent partial results
-// (value i in lane i % kLanes, as cpu_float.h's SumOfSquares does), so they vectorise without
-// reassociation, exp included (exp_float.h), and are compiled for each instruction set of
-// cpu_float.h: every one gives the same bits.
+// (value i in lane i % kLanes, as cpu_float.h's SumOfSquares does for all but bfloat16), so they
+// vectorise without reassociation, exp included (exp_float.h), and are compiled for each
+// instruction set of cpu_float.h: every one gives the same bits.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
