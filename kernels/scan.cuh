@@ -303,8 +303,8 @@ __device__ __forceinline__ void LoadTile(const Fn& fn, int64_t base, int64_t col
 }
 
 // What a tile has published: nothing yet, its total, or its inclusive prefix (the combination
-// of the row's tiles up to it).
-// In the order a tile publishes them (ChainedPrefix::Wait waits for one or a later one).
+// of the row's tiles up to it), in the order a tile publishes them (ChainedPrefix::Wait waits for
+// one or a later one).
 enum TileStatus : unsigned { kTileEmpty = 0, kTileTotal = 1, kTileInclusive = 2 };
 
 template <typename S>
