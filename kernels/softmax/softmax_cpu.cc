@@ -29,18 +29,24 @@ constexpr int64_t kChunk = 2048;
 // What an element costs against a simple elementwise one (host::ParallelForRows's cost_per_item).
 constexpr int64_t kExpCost = 4;
 
-// kLanes values as vectors of 64 bytes (GCC's vector extension; one for float, two for double):
-// the selects and sums of the loops below stay scalar when left to the auto-vectoriser. Lane k is
-// element k % kPerVec of vector k / kPerVec whatever the width the compiler splits a vector into
-// (one AVX-512 register, two of AVX2, four of SSE2), so every instruction set adds (and compares)
-// the same values in the same order: the same bits. (Vectors of 16 bytes cost AVX-512 three
-// extractions a block to add an exp computed 16 wide; one vector of 16 doubles made GCC's select
-// scalar.) Load and Store are always inlined: a struct of one 64-byte vector is returned in a
-// register or in memory depending on the instruction set the function is compiled for.
-template <typename CT>
+// kLanes values as vectors of one register of the instruction set the loop is compiled for (GCC's
+// vector extension): the selects and sums of the loops below stay scalar when left to the
+// auto-vectoriser. Lane k is element k % kPerVec of vector k / kPerVec, so every instruction set
+// adds (and compares) the same values in the same order: the same bits. Vectors wider than the
+// registers, which GCC splits, made its selects scalar (64-byte vectors at AVX2: softmax of
+// (64, 4096) float32 took 5-10x the time it takes at AVX-512); narrower ones cost AVX-512 three
+// extractions a block to add an exp computed 16 wide. Load and Store are always inlined: a struct
+// of vectors is returned in registers or in memory depending on the instruction set the function
+// is compiled for.
+template <host::SimdLevel kLevel>
+inline constexpr int kVectorBytes =
+    kLevel == host::SimdLevel::kAVX512 ? 64 : (kLevel == host::SimdLevel::kAVX2 ? 32 : 16);
+
+template <typename CT, typename Level>
 struct LaneVectors {
-  typedef CT Vec __attribute__((vector_size(64)));
-  static constexpr int kPerVec = 64 / sizeof(CT), kVecs = kLanes / kPerVec;
+  static constexpr int kBytes = kVectorBytes<Level::value>;
+  typedef CT Vec __attribute__((vector_size(kBytes)));
+  static constexpr int kPerVec = kBytes / sizeof(CT), kVecs = kLanes / kPerVec;
   Vec v[kVecs];
 
   [[gnu::always_inline]] static LaneVectors Load(const CT* values) {
@@ -53,9 +59,9 @@ struct LaneVectors {
 
 // lanes[k] = max(lanes[k], v[i]) for i % kLanes == k. A NaN never wins: it makes its row NaN
 // through the sum of exponentials instead, as a NaN maximum would.
-template <typename CT>
-[[gnu::always_inline]] inline void MaxInto(CT* lanes, const CT* v, int64_t n) {
-  using L = LaneVectors<CT>;
+template <typename Level, typename CT>
+[[gnu::always_inline]] inline void MaxInto(Level, CT* lanes, const CT* v, int64_t n) {
+  using L = LaneVectors<CT, Level>;
   L m = L::Load(lanes);
   const int64_t whole = n - n % kLanes;
   for (int64_t i = 0; i < whole; i += kLanes) {
@@ -70,9 +76,10 @@ template <typename CT>
 
 // lanes[k] += exp(v[i] - max) for i % kLanes == k; with kStore, also e[i] = exp(v[i] - max) (e
 // may be v: each block of kLanes values is read whole before it is written).
-template <bool kStore, typename CT>
-[[gnu::always_inline]] inline void AddExpInto(CT* lanes, const CT* v, int64_t n, CT max, CT* e) {
-  using L = LaneVectors<CT>;
+template <bool kStore, typename Level, typename CT>
+[[gnu::always_inline]] inline void AddExpInto(Level, CT* lanes, const CT* v, int64_t n, CT max,
+                                              CT* e) {
+  using L = LaneVectors<CT, Level>;
   L sums = L::Load(lanes);
   const int64_t whole = n - n % kLanes;
   for (int64_t i = 0; i < whole; i += kLanes) {
@@ -90,12 +97,12 @@ template <bool kStore, typename CT>
   }
 }
 
-// buf[i] = in[i] in the compute type, then MaxInto(lanes, buf, n): each block of kLanes values
-// converted (host::ConvertBlock) and compared while in registers.
+// buf[i] = in[i] in the compute type, then MaxInto(level, lanes, buf, n): each block of kLanes
+// values converted (host::ConvertBlock) and compared while in registers.
 template <typename T, typename CT, typename Level>
 [[gnu::always_inline]] inline void ConvertMaxInto(Level level, CT* lanes, const T* in, CT* buf,
                                                   int64_t n) {
-  using L = LaneVectors<CT>;
+  using L = LaneVectors<CT, Level>;
   static_assert(kLanes == host::kBlock, "a block of lanes is a block of ConvertBlock");
   L m = L::Load(lanes);
   const int64_t whole = n - n % kLanes;
@@ -106,7 +113,8 @@ template <typename T, typename CT, typename Level>
   }
   m.Store(lanes);
   for (int64_t i = whole; i < n; ++i) buf[i] = host::FloatMath<T>::Load(in[i]);
-  MaxInto(lanes, buf + whole, n - whole);  // the tail: element whole + i is in lane i % kLanes
+  MaxInto(level, lanes, buf + whole,
+          n - whole);  // the tail: element whole + i is in lane i % kLanes
 }
 
 // out[i] = value(i) in T, kLanes values computed and converted at a time (host::ConvertBlock).
@@ -150,9 +158,9 @@ template <typename T, typename Level>
     std::fill(max_lanes, max_lanes + kLanes, -std::numeric_limits<CT>::infinity());
     if constexpr (std::is_same_v<T, CT>) {
       // The exponentials go to out, then are scaled in place: one exp per element.
-      MaxInto(max_lanes, in, cols);
+      MaxInto(level, max_lanes, in, cols);
       const CT max = MaxOfLanes(max_lanes);
-      AddExpInto<true>(sum_lanes, in, cols, max, o);
+      AddExpInto<true>(level, sum_lanes, in, cols, max, o);
       const CT scale = CT(1) / SumOfLanes(sum_lanes);
       for (int64_t i = 0; i < cols; ++i) o[i] *= scale;
     } else if (cols <= kRowBuffer) {
@@ -161,7 +169,7 @@ template <typename T, typename Level>
       CT buf[kRowBuffer];
       ConvertMaxInto(level, max_lanes, in, buf, cols);
       const CT max = MaxOfLanes(max_lanes);
-      AddExpInto<true>(sum_lanes, buf, cols, max, buf);
+      AddExpInto<true>(level, sum_lanes, buf, cols, max, buf);
       const CT scale = CT(1) / SumOfLanes(sum_lanes);
       ConvertStore(level, o, cols, [&](int64_t i) SCALE_LIB_INLINE { return buf[i] * scale; });
     } else {
@@ -176,7 +184,7 @@ template <typename T, typename Level>
       for (int64_t start = 0; start < cols; start += kChunk) {
         const int64_t len = std::min(kChunk, cols - start);
         host::LoadN(in + start, buf, len);
-        AddExpInto<false>(sum_lanes, buf, len, max, buf);
+        AddExpInto<false>(level, sum_lanes, buf, len, max, buf);
       }
       const CT scale = CT(1) / SumOfLanes(sum_lanes);
       for (int64_t start = 0; start < cols; start += kChunk) {
