@@ -3,6 +3,7 @@
     python benchmarks/bench_cpu.py --out-dir benchmarks/results   # a few minutes
     python benchmarks/bench_cpu.py --quick                        # a smoke test
     python benchmarks/bench_cpu.py --threads 1                    # every library on one thread
+    python benchmarks/bench_cpu.py --threads 1 --simd avx2        # as on a CPU without AVX-512
 
 Writes ``cpu.json``, ``cpu.png`` (with matplotlib) and ``cpu.md``, the report that marks the
 target met or missed: every op no slower than PyTorch's own at every size measured.
@@ -11,7 +12,10 @@ Method: the implementations take turns, sample by sample; a sample is the wall t
 back-to-back calls divided by N (N chosen so that a sample takes about two milliseconds), after
 one untimed call; each case keeps the median over the samples. Every call allocates its result
 (PyTorch's and NumPy's expressions do). The frameworks use their default thread counts, the
-library its own (``SCALE_LIB_NUM_THREADS``), unless ``--threads`` sets both. Rows of ``HIDDEN``
+library its own (``SCALE_LIB_NUM_THREADS``), unless ``--threads`` sets both. ``--simd`` caps the
+instruction set of the library's loops (``SCALE_LIB_CPU_SIMD``) and PyTorch's kernels
+(``ATEN_CPU_CAPABILITY``; NumPy's stays its own): each level is compiled into the library and
+picked at run time, and a slow loop at one level shows only where that level runs. Rows of ``HIDDEN``
 elements (of ``CPU_ROW`` for an op whose file says so); NumPy in float32 only (its bfloat16 is an
 extension type without its own arithmetic).
 
@@ -44,6 +48,8 @@ HIDDEN = 4096
 DECODE_ROWS = (1, 8, 64)
 LARGE_ROWS = (1024,)
 DTYPES = ("float32", "bfloat16")
+# --simd: the library's levels (SCALE_LIB_CPU_SIMD) and PyTorch's names for them.
+SIMD_LEVELS = {"avx512": "avx512", "avx2": "avx2", "baseline": "default"}
 # Each op's attributes and PyTorch's and NumPy's own ways to compute it: the file of
 # bench_overhead.py's cases, benchmarks/overhead/<op>.py (its "own" entries, the allocating ones),
 # with CPU_ROW where the op's rows are not HIDDEN elements long.
@@ -174,7 +180,13 @@ def report(data: dict[str, Any]) -> list[str]:
         f"Microseconds per call (median), rows of {HIDDEN} elements"
         + "".join(f", `{op}`'s of {n}" for op, n in longer.items())
         + f"; torch {data['environment'].get('torch', '?')} on {data['threads']} threads, scale_lib on "
-        f"{data['scale_lib_threads']}. The frameworks' own: "
+        f"{data['scale_lib_threads']}"
+        + (
+            f"; instruction sets: scale_lib {data['simd']['scale_lib']}, torch {data['simd']['torch']}"
+            if "simd" in data
+            else ""
+        )
+        + ". The frameworks' own: "
         + "; ".join(
             f"`{op}` " + ", ".join(f"`{label}`" for label in labels.values())
             for op, labels in own.items()
@@ -232,13 +244,22 @@ def plot(data: dict[str, Any], out_dir: Path, suffix: str = "") -> Path | None:
     return path
 
 
+def _add_options(parser: Any) -> None:
+    parser.add_argument("--threads", type=int, default=None, help="PyTorch's and the library's")
+    parser.add_argument("--simd", choices=SIMD_LEVELS, default=None, help="the widest instruction set, both libraries'")
+
+
 def main() -> None:
     import torch
 
     args = common.parse_args(
         __doc__,
-        lambda p: p.add_argument("--threads", type=int, default=None, help="PyTorch's and the library's"),
+        _add_options,
     )
+    if args.simd:
+        # Both are read once, at the first kernel call, which has not happened yet.
+        os.environ["SCALE_LIB_CPU_SIMD"] = args.simd
+        os.environ["ATEN_CPU_CAPABILITY"] = SIMD_LEVELS[args.simd]
     if args.threads:
         # Read by the library at its first parallel call, which has not happened yet.
         os.environ["SCALE_LIB_NUM_THREADS"] = str(args.threads)
@@ -249,10 +270,11 @@ def main() -> None:
         "environment": common.environment(),
         "threads": torch.get_num_threads(),
         "scale_lib_threads": os.environ.get("SCALE_LIB_NUM_THREADS", "default"),
+        "simd": {"scale_lib": args.simd or "widest", "torch": torch.backends.cpu.get_cpu_capability()},
         "results": results,
     }
     args.out_dir.mkdir(parents=True, exist_ok=True)
-    suffix = f"_threads{args.threads}" if args.threads else ""
+    suffix = (f"_threads{args.threads}" if args.threads else "") + (f"_{args.simd}" if args.simd else "")
     (args.out_dir / f"cpu{suffix}.json").write_text(json.dumps(data, indent=1) + "\n")
     text = "\n".join(report(data)) + "\n"
     (args.out_dir / f"cpu{suffix}.md").write_text(text)
