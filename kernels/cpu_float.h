@@ -475,8 +475,8 @@ void StoreN(const typename FloatMath<T>::Compute* src, T* dst, int64_t n) {
 }
 
 // Sum of squares in the accumulation type A of n values of storage type T, in kLanes independent
-// partial sums (value i goes to lane i % kLanes, a bfloat16 to another lane of its block of
-// kLanes: BFloat16PairsToLanes; the last n % kLanes values are summed in order, then the lanes), so
+// partial sums (value i goes to lane i % kLanes, a bfloat16 to another lane of its group of 16:
+// BFloat16PairsToLanes; the last n % kLanes values are summed in order, then the lanes), so
 // the loop vectorises without reassociation (no -ffast-math): the order is fixed and the result
 // deterministic. Where the CPU has AVX2 (and F16C) or AVX-512 the same operations run on wider
 // vectors (RunWidest), and 16-bit values convert exactly, so the bits are the same.
@@ -504,6 +504,9 @@ inline constexpr bool kSquareExact =
 template <SimdLevel kLevel, typename A>
 [[gnu::always_inline]] inline void BFloat16PairsToLanes(Simd<kLevel>, const bfloat16_t* v,
                                                         A* values) {
+  static_assert(kLanes % 16 == 0, "the lanes are whole groups of 16");
+  // A word's first value is its low half only on a little-endian CPU (x86-64, aarch64 Linux).
+  static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the lanes assume little-endian words");
   typedef uint32_t Words __attribute__((vector_size(32)));
   typedef float Floats __attribute__((vector_size(32)));
   typedef A Wide __attribute__((vector_size(8 * sizeof(A))));

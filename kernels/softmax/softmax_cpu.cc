@@ -113,8 +113,8 @@ template <typename T, typename CT, typename Level>
   }
   m.Store(lanes);
   for (int64_t i = whole; i < n; ++i) buf[i] = host::FloatMath<T>::Load(in[i]);
-  MaxInto(level, lanes, buf + whole,
-          n - whole);  // the tail: element whole + i is in lane i % kLanes
+  // The tail: element whole + i is in lane i % kLanes.
+  MaxInto(level, lanes, buf + whole, n - whole);
 }
 
 // out[i] = value(i) in T, kLanes values computed and converted at a time (host::ConvertBlock).
