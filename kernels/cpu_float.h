@@ -339,6 +339,13 @@ inline constexpr bool kHasFma =
     false;
 #endif
 
+// The bytes of one vector register at a level: the width for GCC's vector extension in a loop
+// compiled for it. A wider vector is split by GCC, which then made selects scalar (softmax's
+// running maximum at AVX2 and the baseline took 5-10x its AVX-512 time).
+template <SimdLevel kLevel>
+inline constexpr int kVectorBytes =
+    kLevel == SimdLevel::kAVX512 ? 64 : (kLevel == SimdLevel::kAVX2 ? 32 : 16);
+
 template <SimdLevel kLevel, typename Body>
 [[gnu::always_inline]] inline void CallAt(const Body& body) {
   if constexpr (std::is_invocable_v<const Body&, Simd<kLevel>>) {
@@ -540,32 +547,26 @@ template <SimdLevel kLevel, typename A, typename T>
   A partial[kLanes];
   for (int k = 0; k < kLanes; ++k) partial[k] = lanes[k];  // a local copy stays in registers
   for (int64_t i = 0; i < whole; i += kLanes) {
-    const C* values = nullptr;
-    [[maybe_unused]] C converted[std::is_same_v<T, C> ? 1 : kLanes];  // 16-bit values only
+    [[maybe_unused]] C converted[std::is_same_v<T, float16_t> ? kLanes : 1];  // float16 only
     [[maybe_unused]] A widened[std::is_same_v<T, bfloat16_t> ? kLanes : 1];
-    if constexpr (std::is_same_v<T, bfloat16_t>) {
-      BFloat16PairsToLanes(level, v + i, widened);
+    const auto add_squares = [&](const auto* lane_values) SCALE_LIB_INLINE {
       for (int k = 0; k < kLanes; ++k) {
+        const A value = static_cast<A>(lane_values[k]);
         if constexpr (kFused) {
-          partial[k] = __builtin_fma(widened[k], widened[k], partial[k]);
+          partial[k] = __builtin_fma(value, value, partial[k]);
         } else {
-          partial[k] += widened[k] * widened[k];
+          partial[k] += value * value;
         }
       }
-      continue;
+    };
+    if constexpr (std::is_same_v<T, bfloat16_t>) {
+      BFloat16PairsToLanes(level, v + i, widened);
+      add_squares(widened);
     } else if constexpr (std::is_same_v<T, C>) {
-      values = v + i;
+      add_squares(v + i);
     } else {
       for (int b = 0; b < kLanes; b += kBlock) ConvertBlock(level, v + i + b, converted + b);
-      values = converted;
-    }
-    for (int k = 0; k < kLanes; ++k) {
-      const A value = static_cast<A>(values[k]);
-      if constexpr (kFused) {
-        partial[k] = __builtin_fma(value, value, partial[k]);
-      } else {
-        partial[k] += value * value;
-      }
+      add_squares(converted);
     }
   }
   for (int k = 0; k < kLanes; ++k) lanes[k] = partial[k];

@@ -35,16 +35,12 @@ constexpr int64_t kExpCost = 4;
 // adds (and compares) the same values in the same order: the same bits. Vectors wider than the
 // registers, which GCC splits, made its selects scalar (64-byte vectors at AVX2: softmax of
 // (64, 4096) float32 took 5-10x the time it takes at AVX-512); narrower ones cost AVX-512 three
-// extractions a block to add an exp computed 16 wide. Load and Store are always inlined: a struct
-// of vectors is returned in registers or in memory depending on the instruction set the function
-// is compiled for.
-template <host::SimdLevel kLevel>
-inline constexpr int kVectorBytes =
-    kLevel == host::SimdLevel::kAVX512 ? 64 : (kLevel == host::SimdLevel::kAVX2 ? 32 : 16);
-
+// extractions a block to add an exp computed 16 wide (host::kVectorBytes). Load and Store are
+// always inlined: a struct of vectors is returned in registers or in memory depending on the
+// instruction set the function is compiled for.
 template <typename CT, typename Level>
 struct LaneVectors {
-  static constexpr int kBytes = kVectorBytes<Level::value>;
+  static constexpr int kBytes = host::kVectorBytes<Level::value>;
   typedef CT Vec __attribute__((vector_size(kBytes)));
   static constexpr int kPerVec = kBytes / sizeof(CT), kVecs = kLanes / kPerVec;
   Vec v[kVecs];
