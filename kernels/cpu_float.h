@@ -340,7 +340,7 @@ inline constexpr bool kHasFma =
 #endif
 
 // The bytes of one vector register at a level: the width for GCC's vector extension in a loop
-// compiled for it. A wider vector is split by GCC, which then made selects scalar (softmax's
+// compiled for it. A wider vector is split by GCC, which then made selects scalar (a row's
 // running maximum at AVX2 and the baseline took 5-10x its AVX-512 time).
 template <SimdLevel kLevel>
 inline constexpr int kVectorBytes =

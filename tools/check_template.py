@@ -3,6 +3,7 @@
 
     python tools/check_template.py WORKDIR [--only generate|combinations|evolve|update|scaffold] [--jobs N]
     python tools/check_template.py WORKDIR --only release   (nox -s template_release)
+    python tools/check_template.py WORKDIR --only names     (CI's first stage: seconds, not minutes)
 
 Each flow generates libraries (built CPU-only) in WORKDIR/<flow> and checks them with their own
 noxfile (docs/template.md says what). They share nothing: a process each, --jobs at once (cores).
@@ -125,6 +126,14 @@ def flow_generate(work: Path) -> None:
         with step("  its lint, docs and tests (NumPy)"):
             check(name, work / name)
         shutil.rmtree(work / name / ".nox")  # a CI disk holds one library's environments, not three
+
+
+def flow_names(work: Path) -> None:
+    """The quick check CI runs first: a scale-only library names no other op (flow_generate
+    checks it again, among the rest)."""
+    with step("generate my_kernels (scale only); no file names an op it lacks"):
+        generate("my_kernels", work / "my_kernels")
+        check_names(work / "my_kernels", {"scale"})
 
 
 def flow_combinations(work: Path) -> None:
@@ -351,7 +360,7 @@ def main(argv: list[str]) -> int:
     flows = ["scaffold", "evolve", "generate", "update", "combinations"]  # the longest first
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("workdir", type=Path)
-    parser.add_argument("--only", choices=[*flows, "release"], action="append")
+    parser.add_argument("--only", choices=[*flows, "names", "release"], action="append")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="flows at once")
     args = parser.parse_args(argv)
     work, chosen = args.workdir.resolve(), args.only or flows
