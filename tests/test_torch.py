@@ -54,7 +54,7 @@ def test_gradcheck(backend: Backend) -> None:
 def test_backward_through_the_public_api(backend: Backend) -> None:
     x = _randn(backend, 100, requires_grad=True)
     y = scale_lib.scale(x, 3.0)
-    assert "scale_lib_scale" in y.grad_fn.name()  # the custom op, so autograd saw it
+    assert "scale_lib_scale" in y.grad_fn.name()  # the op's autograd function: autograd saw it
     # sum's gradient reaches scale as an expanded (stride-0) view: must still work
     (y.sum() + (scale_lib.scale(x, 0.5) * 2).sum()).backward()
     assert_close(backend.to_numpy(x.grad), np.full(100, 3.0 + 1.0), "float32")
@@ -74,16 +74,17 @@ def test_no_grad_and_inference_mode_take_the_direct_path(backend: Backend) -> No
 @pytest.mark.parametrize("backend", TORCH_BACKENDS, indirect=True)
 def test_module_weights_take_the_direct_path_without_grad(backend: Backend) -> None:
     # A module's weight is an nn.Parameter: under no_grad (inference) the call goes straight to
-    # the library, with grad enabled through the custom op, so that autograd sees it.
+    # the library, with grad enabled through the op's autograd function, so that autograd sees it.
+    from scale_lib._adapter import AUTOGRAD, LIBRARY
     from scale_lib._torch import ADAPTER
     from scale_lib.ops.scale import _scale
 
     weight = torch.nn.Parameter(_randn(backend, 8))
     with torch.no_grad():
-        assert not ADAPTER.takes_call(_scale.op, (weight,))
+        assert ADAPTER.route(_scale.op, (weight,)) == LIBRARY
         y = scale_lib.scale(weight, 2.0)
     assert not y.requires_grad
-    assert ADAPTER.takes_call(_scale.op, (weight,))
+    assert ADAPTER.route(_scale.op, (weight,)) == AUTOGRAD
     assert_close(backend.to_numpy(y), backend.to_numpy(weight.detach() * 2.0), "float32")
     scale_lib.scale(weight, 2.0).sum().backward()
     assert weight.grad is not None and weight.grad.shape == (8,)
@@ -99,7 +100,9 @@ _DIFFERENTIABLE = {spec.name for spec in OPS if spec.public and spec.vjp is not 
 )
 def test_module_weights_beside_a_plain_input_take_the_direct_path_without_grad(case) -> None:
     # An op's other inputs as a module's weights (nn.Parameter) beside a plain x: under no_grad
-    # straight to the library, with grad through the custom op, with a gradient for each weight.
+    # straight to the library, with grad through the op's autograd function, with a gradient for
+    # each weight.
+    from scale_lib._adapter import AUTOGRAD, LIBRARY
     from scale_lib._dispatch import _REGISTERED
     from scale_lib._torch import ADAPTER
 
@@ -108,15 +111,68 @@ def test_module_weights_beside_a_plain_input_take_the_direct_path_without_grad(c
     weights = [torch.nn.Parameter(t) for t in rest]
     op = _REGISTERED[case.name]
     with torch.no_grad():
-        assert not ADAPTER.takes_call(op, (x, *weights))
+        assert ADAPTER.route(op, (x, *weights)) == LIBRARY
         y = case.call(x, *weights)
     assert not y.requires_grad
-    assert ADAPTER.takes_call(op, (x, *weights))
+    assert ADAPTER.route(op, (x, *weights)) == AUTOGRAD
     expected = case.reference(*(a.astype(np.float32).astype(np.float64) for a in arrays.values()))
     assert_close(y.numpy(), np.asarray(expected), "float32", reduction=case.reduction)
     case.call(x, *weights).sum().backward()
     for weight in weights:
         assert weight.grad is not None and weight.grad.shape == weight.shape
+
+
+def _checkpointed(reentrant: bool):
+    from torch.utils.checkpoint import checkpoint
+
+    return lambda fn, *a: checkpoint(fn, *a, use_reentrant=reentrant)
+
+
+# A training job's autograd machinery around a call: each must give the plain call's gradients.
+_TRAINING = {
+    "checkpoint": _checkpointed(False),
+    "reentrant checkpoint": _checkpointed(True),
+    "saved tensors on the CPU": lambda fn, *a: _within(torch.autograd.graph.save_on_cpu(), fn, *a),
+    "anomaly detection": lambda fn, *a: _within(torch.autograd.detect_anomaly(), fn, *a),
+    "retain_graph, twice": None,  # backward twice through one graph
+}
+
+
+def _within(context, fn, *args):
+    with context:
+        return fn(*args)
+
+
+@pytest.mark.filterwarnings("ignore:Anomaly Detection has been enabled:UserWarning")
+@pytest.mark.parametrize("training", list(_TRAINING))
+@pytest.mark.parametrize(
+    "case", [c for c in declared_cases("cpu") if c.name in _DIFFERENTIABLE], ids=lambda c: c.name
+)
+def test_training_machinery_gives_the_plain_gradients(case, training: str) -> None:
+    # Eager calls on tensors that require grad apply the op's autograd function directly (not
+    # through the dispatcher): activation checkpointing, saved-tensor hooks and anomaly mode
+    # must see it as they see the custom op.
+    arrays = case.numpy_inputs(5)
+    leaves = [torch.tensor(a, requires_grad=True) for a in arrays.values()]
+    weight = torch.tensor(np.random.default_rng(6).standard_normal(case.output_shape()))
+
+    def loss(*inputs):
+        return (case.call(*inputs) * weight).sum()
+
+    def gradients(total, backwards: int = 1):
+        for leaf in leaves:
+            leaf.grad = None
+        for i in range(backwards):
+            total.backward(retain_graph=i + 1 < backwards)
+        return [leaf.grad for leaf in leaves]
+
+    expected = gradients(loss(*leaves))
+    if _TRAINING[training] is None:
+        got = [g / 2 for g in gradients(loss(*leaves), backwards=2)]  # accumulated twice
+    else:
+        got = gradients(_TRAINING[training](loss, *leaves))
+    for name, e, g in zip(arrays, expected, got, strict=True):
+        assert g is not None and torch.equal(e, g), f"{case.name}: the gradient of {name} differs"
 
 
 @pytest.mark.parametrize("backend", TORCH_BACKENDS, indirect=True)

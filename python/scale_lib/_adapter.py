@@ -20,6 +20,12 @@ from ._spec import Shape
 Arrays = tuple[Any, ...]  # a call's arrays in ABI order (None for an optional one not given)
 Attrs = tuple[Any, ...]  # a call's scalar attributes in ABI order
 
+# How an eager call of an AllocatingAdapter's framework runs (AllocatingAdapter.route):
+# straight to the library; inside the framework's autograd function, whose forward is that same
+# library call (plain arrays, one of which needs a gradient); or through all of the framework's
+# machinery (custom ops, tracing, transforms, subclasses: AllocatingAdapter.call).
+LIBRARY, AUTOGRAD, FRAMEWORK = 0, 1, 2
+
 # The frameworks, in the order arrays are classified (set once by _dispatch), and
 # type(array) -> its framework's adapter, filled on first sight of each type. importlib.reload
 # re-runs this module in the same namespace: keep what is there, which _dispatch holds too.
@@ -230,15 +236,21 @@ class Adapter:
 class AllocatingAdapter(Adapter):
     """A framework with autograd of its own that publishes its allocator and stream to TVM-FFI
     on every call (PyTorch, Paddle): the library allocates an output itself, in the same call.
-    Calls that autograd (or tracing) must see go through :meth:`call`."""
+    Calls that autograd (or tracing) must see go through :meth:`differentiate` or :meth:`call`."""
 
-    def takes_call(self, op: BoundOp, inputs: tuple[Any, ...]) -> bool:
-        """Whether the call must go through the framework's own machinery (autograd, tracing,
-        compilation) rather than straight to the library; then :meth:`call` runs it."""
+    def route(self, op: BoundOp, inputs: tuple[Any, ...]) -> int:
+        """How the call runs: LIBRARY, AUTOGRAD (then :meth:`differentiate` runs it) or FRAMEWORK
+        (then :meth:`call` does)."""
         raise NotImplementedError
 
     def call(self, op: BoundOp, inputs: tuple[Any, ...], attrs: tuple[Any, ...], out: Any) -> Any:
         raise NotImplementedError
+
+    def differentiate(self, op: BoundOp, inputs: tuple[Any, ...], attrs: tuple[Any, ...]) -> Any:
+        """The call inside the framework's autograd function (``op``'s declared vjp), whose forward
+        is :meth:`run_library`; only where :meth:`route` says AUTOGRAD. By default, the full
+        machinery."""
+        return self.call(op, inputs, attrs, None)
 
     def run(
         self, op: BoundOp, inputs: Arrays, attrs: Attrs, out: Any, out_adapter: Adapter | None = None
@@ -248,9 +260,19 @@ class AllocatingAdapter(Adapter):
             out_adapter = self.checked_out(op, inputs[0], out)
             if out_adapter is self:
                 self.check_out(out, "out")
-        if self.takes_call(op, inputs):
+        route = self.route(op, inputs)
+        if route:
             inputs, out = self.native(op, inputs, out)
+            if route == AUTOGRAD and out is None:
+                return self.differentiate(op, inputs, op.convert_attrs(attrs))
             return self.call(op, inputs, op.convert_attrs(attrs), out)
+        return self.run_library(op, inputs, attrs, out, out_adapter)
+
+    def run_library(
+        self, op: BoundOp, inputs: Arrays, attrs: Attrs, out: Any = None, out_adapter: Adapter | None = None
+    ) -> Any:
+        """The call straight to the library: into ``out`` (``out_adapter``: its adapter, once
+        checked), else allocated in the same call where the op exports its functional form."""
         if out is None and op.fn_new is not None:
             if not exact_types(attrs, op.attr_types):
                 attrs = op.convert_attrs(attrs)

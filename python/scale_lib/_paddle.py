@@ -17,7 +17,7 @@ import sys
 import types
 from typing import Any
 
-from ._adapter import AllocatingAdapter
+from ._adapter import FRAMEWORK, LIBRARY, AllocatingAdapter
 from ._bound_op import BoundOp
 from ._spec import Shape
 
@@ -45,20 +45,19 @@ class PaddleAdapter(AllocatingAdapter):
         if paddle is not None:
             _leave_out_of_to_static(paddle)
 
-    def takes_call(self, op: BoundOp, inputs: tuple[Any, ...]) -> bool:
+    def route(self, op: BoundOp, inputs: tuple[Any, ...]) -> int:
         paddle = sys.modules["paddle"]
         for t in inputs:  # refused by call(): see "Auto-parallel" and "Static graphs" below
             if isinstance(t, paddle.Tensor):
                 if t.is_dist():
-                    return True
+                    return FRAMEWORK
             elif t is not None and isinstance(t, _static_values(paddle)):
-                return True
+                return FRAMEWORK
         # An integer result (indices) has no gradient: nothing for autograd to see.
         if not op.output_has_gradient:
-            return False
-        return any(isinstance(t, paddle.Tensor) and not t.stop_gradient for t in inputs) and (
-            paddle.is_grad_enabled()
-        )
+            return LIBRARY
+        needs_grad = any(isinstance(t, paddle.Tensor) and not t.stop_gradient for t in inputs)
+        return FRAMEWORK if needs_grad and paddle.is_grad_enabled() else LIBRARY
 
     def call(self, op: BoundOp, inputs: tuple[Any, ...], attrs: tuple[Any, ...], out: Any) -> Any:
         _refuse_static(op, inputs)

@@ -4,12 +4,14 @@ for ``out=``), with a fake implementation for torch.compile and torch.export and
 defines a vjp, an autograd formula.
 
 Plain eager calls on tensors that need no gradient go straight to the library: the custom-op
-dispatcher costs several microseconds a call, the library call under one. Everything PyTorch
-itself must see takes the custom op: tracing under torch.compile/torch.export/torch.jit.trace,
-dispatch and torch-function modes (make_fx, FakeTensorMode, FlopCounterMode, ...), torch.func
-transforms, tensor subclasses (FakeTensor, FunctionalTensor, DTensor, ...; not nn.Parameter),
-meta tensors, tensors that require grad, lazily negated views (whose negative bit PyTorch
-resolves for custom ops), forward-mode dual tensors, and the calls a derivative formula makes.
+dispatcher costs several microseconds a call, the library call under one. Plain tensors of which
+one requires grad go into the op's autograd function (the one the custom op's Autograd kernel
+applies), whose forward is that same library call. Everything else PyTorch must see takes the
+custom op: tracing under torch.compile/torch.export/torch.jit.trace, dispatch and torch-function
+modes (make_fx, FakeTensorMode, FlopCounterMode, ...), torch.func transforms, tensor subclasses
+(FakeTensor, FunctionalTensor, DTensor, ...; not nn.Parameter), meta tensors, lazily negated
+views (whose negative bit PyTorch resolves for custom ops), forward-mode dual tensors, and the
+calls a derivative formula makes on batched gradients.
 Autograd (reverse and forward mode) is in ``_torch_autograd.py``, torch.vmap's batching rule in
 ``_torch_batching.py``.
 
@@ -25,7 +27,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._adapter import AllocatingAdapter
+from ._adapter import AUTOGRAD, FRAMEWORK, LIBRARY, AllocatingAdapter
 from ._bound_op import BoundOp, check_layout, check_overlap
 from ._spec import Shape
 
@@ -102,36 +104,39 @@ class TorchAdapter(AllocatingAdapter):
         self._custom_ops: dict[str, tuple[Any, Any]] = {}
         # op name -> the functional custom op as Python calls it (see _torch_autograd.register)
         self.callers: dict[str, Any] = {}
+        # op name -> the op's autograd function, its forward the library call (AUTOGRAD route)
+        self.differentiable: dict[str, Any] = {}
 
     def array_type(self) -> type | None:
         return None if torch is None else torch.Tensor
 
     # [torch_route.begin]
-    def takes_call(self, op: BoundOp, inputs: tuple[Any, ...]) -> bool:
+    def route(self, op: BoundOp, inputs: tuple[Any, ...]) -> int:
         # Every eager call runs this, so it is a plain loop of cheap checks.
         # torch.compile tracing a call whose arguments are not all tensors (the dispatcher sends
         # the others to traced_call): put the op in its graph.
         if _dynamo_compiling():
-            return True
+            return FRAMEWORK
         if _forward_ad._current_level >= 0:  # dual tensors exist only inside a level
-            return True
+            return FRAMEWORK
         if _jit_tracing_state() is not None:  # torch.jit.trace: the call must be in its graph
-            return True
+            return FRAMEWORK
         if _dispatch_modes() or _function_modes() or _functorch_active():
-            return True
+            return FRAMEWORK
         if _formulas_running[0] and _torch_autograd.through_dispatcher():
-            return True
+            return FRAMEWORK
+        needs_grad = False
         for t in inputs:
             if type(t) is _Tensor or type(t) is _Parameter:
-                if (
-                    (t.requires_grad and _grad_enabled())  # autograd must see the call
-                    or t.is_meta  # the fake implementation computes meta tensors
-                    or t.is_neg()  # a lazily negated view (x.conj().imag): resolved for custom ops
-                ):
-                    return True
+                if t.is_meta or t.is_neg():  # the fake implementation computes meta tensors; a
+                    return FRAMEWORK  # lazily negated view (x.conj().imag) is resolved for custom ops
+                if t.requires_grad:
+                    needs_grad = True
             elif isinstance(t, _Tensor):  # FakeTensor, FunctionalTensor, DTensor, ...
-                return True
-        return False
+                return FRAMEWORK
+        # Plain tensors that need a gradient: autograd must see the call, nothing else must.
+        # (An integer result, indices, has no gradient.)
+        return AUTOGRAD if needs_grad and op.output_has_gradient and _grad_enabled() else LIBRARY
 
     # [torch_route.end]
 
@@ -151,6 +156,11 @@ class TorchAdapter(AllocatingAdapter):
         return self.call(op, inputs, op.convert_attrs(attrs), out)
 
     # [torch_traced.end]
+
+    def differentiate(self, op: BoundOp, inputs: tuple[Any, ...], attrs: tuple[Any, ...]) -> Any:
+        # What the custom op's Autograd kernel applies, without the dispatcher on either side of
+        # it: autograd records the same function, with the same formulas.
+        return self.differentiable[op.name](*inputs, *attrs)
 
     def call(self, op: BoundOp, inputs: tuple[Any, ...], attrs: tuple[Any, ...], out: Any) -> Any:
         x = inputs[0]
@@ -313,9 +323,7 @@ def _define(op: BoundOp) -> None:
         _library.define(f"{op.name}_out(Tensor(a!) out, {args}) -> ()")
 
         def functional(*args: Any) -> Any:
-            out = ADAPTER.new_output(op, args[:n])
-            op.fn(out, *args)
-            return out
+            return ADAPTER.run_library(op, args[:n], args[n:])
 
         def fake(*args: Any) -> Any:
             _check_fake(op, args)
@@ -348,6 +356,9 @@ def _define(op: BoundOp) -> None:
     torch.library.impl(qualname, devices, functional, lib=_library)
     torch.library.register_fake(qualname, fake, lib=_library)
     overload = getattr(getattr(torch.ops, NAMESPACE), op.name).default
-    call = _torch_autograd.register(op, qualname, overload, _library)
+    call = _torch_autograd.register(op, qualname, overload, _library, functional)
     ADAPTER.callers[op.name] = call
+    ADAPTER.differentiable[op.name] = _torch_autograd.eager_function(
+        op, qualname, lambda *args: ADAPTER.run_library(op, args[:n], args[n:])
+    )
     _torch_batching.register(op, qualname, overload, _library)

@@ -22,29 +22,33 @@ import torch.autograd.forward_ad as forward_ad
 
 from ._bound_op import BoundOp
 
-# How many derivative formulas run now, in any thread (read on every eager call, so a plain list
-# element; exact, since changed under the lock), and how many this thread is inside.
+# How many derivative formulas on batched gradients run now, in any thread (read on every eager
+# call, so a plain list element; exact, since changed under the lock), and how many this thread
+# is inside.
 RUNNING = [0]
 _lock = threading.Lock()
 _inside = threading.local()
+_legacy_batched = torch._C._functorch.is_legacy_batchedtensor
 
 
 def through_dispatcher() -> bool:
-    """Whether this thread runs a derivative formula: its op calls then take PyTorch's
-    dispatcher, since its tensors may be batched for ``torch.autograd.grad(is_grads_batched=True)``
-    and ``jacobian(vectorize=True)``, whose batching has no storage the library could read and
-    shows in no state the public function could check more cheaply. Callers test ``RUNNING[0]``
-    first."""
+    """Whether this thread runs a derivative formula on batched gradients or tangents
+    (``torch.autograd.grad(is_grads_batched=True)``, ``jacobian(vectorize=True)``): its op calls
+    then take PyTorch's dispatcher, since what it computes from them is batched too, with no
+    storage the library could read, which shows in no state the public function could check
+    more cheaply. Callers test ``RUNNING[0]`` first."""
     return getattr(_inside, "depth", 0) > 0
 
 
 def _formula(fn: Callable[..., Any]) -> Callable[..., Any]:
-    def run(*args: Any) -> Any:
+    def run(ctx: Any, *args: Any) -> Any:
+        if not any(isinstance(a, torch.Tensor) and _legacy_batched(a) for a in args):
+            return fn(ctx, *args)  # its op calls take the routes of any other call
         with _lock:
             RUNNING[0] += 1
         _inside.depth = getattr(_inside, "depth", 0) + 1
         try:
-            return fn(*args)
+            return fn(ctx, *args)
         finally:
             _inside.depth -= 1
             with _lock:
@@ -53,23 +57,69 @@ def _formula(fn: Callable[..., Any]) -> Callable[..., Any]:
     return run
 
 
-def register(op: BoundOp, qualname: str, functional: Any, library: Any) -> Callable[..., Any]:
+def register(
+    op: BoundOp, qualname: str, functional: Any, library: Any, kernel: Callable[..., Any]
+) -> Callable[..., Any]:
     """Register ``op``'s autograd formulas for the custom op ``qualname`` (``functional``: its
-    ``OpOverload``) at the Autograd key of ``library``. Returns how to call the op from Python
-    (see :func:`_caller`)."""
-    function = _function(op, functional, qualname.replace("::", "_"))
+    ``OpOverload``; ``kernel``: its CPU and CUDA implementation) at the Autograd key of
+    ``library``. Returns how to call the op from Python (see :func:`_caller`)."""
+
+    def forward(*args: Any) -> Any:
+        with torch._C._AutoDispatchBelowAutograd():
+            return functional(*args)
+
+    function = _function(op, forward, qualname.replace("::", "_"))
+    apply = _applier(function)
     below_autograd = torch._C._after_autograd_keyset
+    # The keys left below autograd for dense tensors of one device the op has kernels on (with
+    # or without ADInplaceOrView, which the keyset of a call under no_grad leaves out): nothing
+    # (no mode, subclass, functionalization, meta or fake tensor) comes between autograd and the
+    # kernel, which is then called as it is, not through a second pass of the dispatcher.
+    keys = torch._C.DispatchKey
+    backends = [torch._C.DispatchKeySet(getattr(keys, device.upper())) for device in op.devices]
+    dense = {k.raw_repr() for k in backends} | {k.add(keys.ADInplaceOrView).raw_repr() for k in backends}
 
     def autograd_impl(keyset: Any, *args: Any) -> Any:
         if torch.is_grad_enabled() or forward_ad._current_level >= 0:
-            return function.apply(*args)
-        return functional.redispatch(keyset & below_autograd, *args)
+            return apply(*args)
+        below = keyset & below_autograd
+        if below.raw_repr() in dense:
+            return kernel(*args)
+        return functional.redispatch(below, *args)
 
     library.impl(qualname, autograd_impl, "Autograd", with_keyset=True)
-    return _caller(function, functional)
+    return _caller(apply, functional)
 
 
-def _caller(function: Any, functional: Any) -> Callable[..., Any]:
+def eager_function(op: BoundOp, qualname: str, forward: Callable[..., Any]) -> Callable[..., Any]:
+    """``op``'s autograd function with ``forward`` (the library call itself) for eager calls on
+    plain tensors: the function the custom op's Autograd kernel applies, without the dispatcher
+    on either side. Applied only where no torch.func transform is active."""
+    return _raw_apply(_function(op, forward, qualname.replace("::", "_")))
+
+
+def _raw_apply(function: Any) -> Callable[..., Any]:
+    # autograd.Function.apply binds the arguments to forward's signature (inspect.signature: most
+    # of a small op's cost) and unwraps torch.func wrappers left from a finished transform before
+    # its C++ apply; forward takes *args, so binding changes nothing.
+    return super(torch.autograd.Function, function).apply
+
+
+def _applier(function: Any) -> Callable[..., Any]:
+    """``function.apply`` as the custom op's Autograd kernel runs it: the C++ apply directly
+    where no torch.func transform is active (the Python apply's own path there)."""
+    apply = _raw_apply(function)
+    unwrap_if_dead = torch._C._functorch.unwrap_if_dead
+
+    def run(*args: Any) -> Any:
+        if torch._C._are_functorch_transforms_active():
+            return function.apply(*args)
+        return apply(*(unwrap_if_dead(a) if isinstance(a, torch.Tensor) else a for a in args))
+
+    return run
+
+
+def _caller(apply: Callable[..., Any], functional: Any) -> Callable[..., Any]:
     """``op(*args)``: the custom op, or the autograd.Function applied directly where a
     ``torch.func`` transform that differentiates (``grad``, ``jvp``, ``jacrev``, ``jacfwd``,
     ``hessian``) is active, and where forward-mode dual tensors are given: PyTorch runs an
@@ -82,9 +132,9 @@ def _caller(function: Any, functional: Any) -> Callable[..., Any]:
     def call(*args: Any) -> Any:
         if functorch.peek_interpreter_stack() is not None:
             if any(i.key() in differentiating for i in functorch.get_interpreter_stack()):
-                return function.apply(*args)
+                return apply(*args)
         elif has_tangent(args):
-            return function.apply(*args)
+            return apply(*args)
         return functional(*args)
 
     return call
@@ -97,14 +147,10 @@ def has_tangent(args: tuple[Any, ...]) -> bool:
     return any(isinstance(t, torch.Tensor) and forward_ad.unpack_dual(t).tangent is not None for t in args)
 
 
-def _function(op: BoundOp, functional: Any, name: str) -> Any:
+def _function(op: BoundOp, forward: Callable[..., Any], name: str) -> Any:
     n = op.n_inputs
     backward = _backward(op) if op.spec.vjp is not None else _refuse_backward(op)
     jvp = _jvp(op) if op.has_jvp else _refuse_jvp(op)
-
-    def forward(*args: Any) -> Any:
-        with torch._C._AutoDispatchBelowAutograd():
-            return functional(*args)
 
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
         tensors = inputs[:n]
