@@ -390,6 +390,90 @@ def run_op_cases(kind: Kind, sample_s: float, repeats: int) -> list[dict[str, An
 
 
 # ---------------------------------------------------------------------------------------------
+# Autograd: a training step's calls
+# ---------------------------------------------------------------------------------------------
+def autograd_cases(kind: Kind) -> list[Case]:
+    """Every differentiable public op at its decode sizes on tensors that require grad: the op
+    and its backward (``y.backward(ones)``), against the framework's own equivalent (its "own"
+    call in ``benchmarks/overhead/<op>.py``) and its backward. PyTorch only."""
+    cases = []
+    for spec in OPS:
+        path = CASES / f"{spec.name}.py"
+        if not spec.public or spec.vjp is None or not path.is_file():
+            continue
+        module = runpy.run_path(str(path))
+        if "own_torch" in module:
+            dtype = module.get("DTYPE", kind.decode_dtype)
+            cases += [
+                _autograd_case(kind, spec, shape, module["ATTRS"], dtype, module["own_torch"])
+                for shape in module["SHAPES"]
+            ]
+    return cases
+
+
+def _autograd_case(
+    kind: Kind, spec: OpSpec, shape: tuple[int, ...], attrs: tuple[Any, ...], dtype: str, own_torch: Any
+) -> Case:
+    import torch
+
+    inputs = tuple(
+        kind.make(shape if i.shape is None else tuple(i.shape(shape)), dtype, False).requires_grad_()
+        for i in spec.inputs
+    )
+    public = getattr(scale_lib, spec.name)
+    label, own = next((k, fn) for k, (role, fn) in own_torch(inputs, attrs, None).items() if role == "own")
+    grad = torch.ones_like(public(*inputs, *attrs))
+    impls: dict[str, tuple[str, Fn]] = {
+        "scale_lib": ("public", lambda: public(*inputs, *attrs).backward(grad)),
+        label: ("own", lambda: own().backward(grad)),
+    }
+    return Case(kind, spec.name, shape, dtype, impls, {"inputs": inputs})
+
+
+def check_same_gradients(case: Case) -> None:
+    """Both steps give the inputs the same gradients: a wrong equivalent would make the
+    comparison meaningless."""
+    import numpy as np
+
+    inputs = case.outs["inputs"]
+    grads = {}
+    for label, (_, fn) in case.impls.items():
+        for t in inputs:
+            t.grad = None
+        fn()
+        grads[label] = [case.kind.to_numpy(t.grad).reshape(-1) for t in inputs]
+    tol = 5e-2 if case.dtype in ("bfloat16", "float16") else 1e-4
+    for ours, theirs in zip(*grads.values(), strict=True):
+        magnitude = max(1.0, float(np.max(np.abs(theirs)))) if theirs.size else 1.0
+        if not np.allclose(ours, theirs, rtol=tol, atol=tol * magnitude):
+            raise AssertionError(f"{case.kind.name} {case.op} {case.shape}: the gradients differ")
+
+
+def run_autograd_cases(kind: Kind, sample_s: float, repeats: int) -> list[dict[str, Any]]:
+    rows = []
+    for case in autograd_cases(kind):
+        check_same_gradients(case)
+        timings = per_call_us(
+            {label: fn for label, (_, fn) in case.impls.items()}, sample_s, repeats, kind.sync
+        )
+        rows.append(
+            {
+                "array": kind.name,
+                "op": case.op,
+                "shape": list(case.shape),
+                "dtype": case.dtype,
+                "impls": [
+                    {"label": label, "role": role, **timings[label]}
+                    for label, (role, _) in case.impls.items()
+                ],
+            }
+        )
+        cells = ", ".join(f"{label} {t['median_us']:.2f}" for label, t in timings.items())
+        print(f"{kind.name:10s} {case.op:12s} {case.shape!s:10s} forward + backward: {cells}", flush=True)
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------
 # nanobind baseline (optional)
 # ---------------------------------------------------------------------------------------------
 def build_nanobind(build_dir: Path) -> Any:
@@ -488,9 +572,11 @@ def main() -> None:
     )
     sample_s, repeats = (0.001, 3) if args.quick else (0.004, args.repeats or 25)
     started = time.perf_counter()
-    calls = []
+    calls, autograd = [], []
     for kind in kinds(args.device, nb):
         calls += run_op_cases(kind, sample_s, repeats)
+        if kind.framework == "torch":
+            autograd += run_autograd_cases(kind, sample_s, repeats)
     decode: list[dict[str, Any]] = []  # the decode step's rows, where this library has one
     capture: list[dict[str, Any]] = []
     decode_step = report.decode_step()
@@ -505,6 +591,7 @@ def main() -> None:
             "seconds": round(time.perf_counter() - started, 1),
         },
         "calls": calls,
+        "autograd": autograd,
         "decode": decode,
         "capture": capture,
     }

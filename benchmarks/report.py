@@ -122,9 +122,50 @@ def overhead_section(data: dict) -> list[str]:
                 "CuPy's own equivalent: " + _verdict(counts["near"], misses["near"])
             )
         out.append("")
+    out += autograd_section(data.get("autograd", []))
     step = decode_step()
     if step is not None:
         out += step["section"](data.get("decode", []), data.get("capture", []))
+    return out
+
+
+def autograd_section(rows: list[dict]) -> list[str]:
+    """A training step's calls: each differentiable op and its backward on tensors that require
+    grad, against the framework's own."""
+    if not rows:
+        return []
+    out = [
+        "### Autograd: forward and backward",
+        "",
+        "Each differentiable op on tensors that require grad, then `backward()` of its result, "
+        "against the framework's own equivalent and its backward. Microseconds per step, median.",
+        "",
+        "| arrays | op | shape | dtype | scale_lib | framework | framework / scale_lib | target: no slower |",
+        "|---" * 8 + "|",
+    ]
+    missed = []
+    for r in rows:
+        t = {i["role"]: i for i in r["impls"]}
+        ok = t["public"]["median_us"] <= t["own"]["median_us"]
+        if not ok:
+            missed.append(f"{r['array']} `{r['op']}` {tuple(r['shape'])}")
+        out.append(
+            _row(
+                r["array"],
+                f"`{r['op']}`",
+                "x".join(str(d) for d in r["shape"]),
+                r["dtype"],
+                _us(t["public"]),
+                _us(t["own"], label=True),
+                f"{t['own']['median_us'] / t['public']['median_us']:.2f}x",
+                _mark(ok),
+            )
+        )
+    out += [
+        "",
+        "- Target forward and backward no slower than the framework's own: " + _verdict(len(rows), missed),
+        "",
+    ]
     return out
 
 
