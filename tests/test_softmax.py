@@ -137,6 +137,68 @@ def test_softmax_gradients(backend: Backend) -> None:
         np.testing.assert_allclose(backend.to_numpy(g), expected, rtol=1e-5, atol=1e-7, err_msg=f"{i}")
 
 
+# -- the backward op, softmax_backward(y, grad) = y * (grad - sum(grad * y)) -------------------
+def backward_reference(y: np.ndarray, grad: np.ndarray) -> np.ndarray:
+    return y * (grad - np.sum(grad * y, axis=-1, keepdims=True))
+
+
+# Rows whose 16-bit values the CPU twin converts whole (up to 4096) or a chunk at a time, with
+# and without a tail past the 16 lanes; the CUDA kernel's rows shorter and longer than a block.
+BACKWARD_SHAPES = [(1,), (7,), (3, 17), (2, 256), (2, 4096), (2, 4097), (2, 9000)]
+# Against the float64 reference of the stored values: the row's sum in the compute type, then two
+# roundings; in units of the row's largest |grad| (the result's scale).
+BACKWARD_TOLERANCES = {"float16": 2e-3, "bfloat16": 1.6e-2, "float32": 1e-5, "float64": 1e-13}
+
+
+@pytest.mark.parametrize("shape", BACKWARD_SHAPES, ids=shape_id)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(("backend", "out_mode"), backend_out_params(BACKENDS), indirect=["backend"])
+def test_softmax_backward_matches_reference(backend: Backend, out_mode: str, dtype: str, shape) -> None:
+    from scale_lib.ops.softmax import _softmax_backward
+
+    y = backend.run(scale_lib.softmax, backend.asarray(random_data(shape, seed=2) * 3, dtype))
+    grad = backend.asarray(random_data(shape, seed=3), dtype)
+    if out_mode == "out":
+        buffer, out = backend.guarded_out(shape, dtype, sentinel=NAN)
+        assert _softmax_backward.call((y, grad), (), out) is out
+        guards = backend.to_numpy(buffer)
+        assert np.isnan(guards[:16]).all() and np.isnan(guards[-16:]).all(), "stray write"
+        result = out
+    else:
+        result = _softmax_backward.call((y, grad))
+        check_native(backend, result, dtype, shape)
+    y64, grad64 = backend.to_numpy(y), backend.to_numpy(grad)
+    scale = np.max(np.abs(grad64), axis=-1, keepdims=True)
+    atol = BACKWARD_TOLERANCES[dtype] * scale
+    error = np.abs(backend.to_numpy(result) - backward_reference(y64, grad64))
+    assert (error <= atol).all(), f"{error.max():.3g} off (allowed {atol.min():.3g}) in {shape} {dtype}"
+
+
+def results_on_every_level_path() -> dict[str, np.ndarray]:
+    """The backward's CPU results as raw bits, on rows converted whole and a chunk at a time (the
+    forward is among every public op's: tests/test_cpu_simd.py)."""
+    from test_cpu_simd import DTYPES as SIMD_DTYPES
+    from test_cpu_simd import _np_dtype
+
+    from scale_lib.ops.softmax import _softmax_backward
+
+    results = {}
+    for dtype in SIMD_DTYPES:
+        for shape in [(3, 4099), (2, 9001)]:
+            y = scale_lib.softmax(random_data(shape, seed=4).astype(_np_dtype(dtype)))
+            grad = random_data(shape, seed=5).astype(_np_dtype(dtype))
+            result = np.asarray(_softmax_backward.call((y, grad)))
+            results[f"softmax_backward {dtype} {shape}"] = result.view(f"u{result.dtype.itemsize}")
+    return results
+
+
+@pytest.mark.parametrize("level", ["baseline", "avx2", "avx512"])
+def test_softmax_backward_same_bits_on_every_instruction_set(level: str, tmp_path) -> None:
+    from test_cpu_simd import assert_same_bits_on_level
+
+    assert_same_bits_on_level(level, __name__, "results_on_every_level_path", tmp_path)
+
+
 # -- properties (Hypothesis; shared machinery in properties.py) ------------------------------
 @pytest.mark.parametrize("backend", backend_params(BACKENDS), indirect=True)
 @PROFILE_SETTINGS

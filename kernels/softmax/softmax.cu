@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cuda_float.cuh"
+#include "rowwise.cuh"
 #include "runtime_kernel.h"
 #include "softmax.h"
 
@@ -151,5 +152,19 @@ void SoftmaxCUDA(ffi::TensorView out, ffi::TensorView x, bool runtime_compiled) 
   });
 }
 // [softmax_cuda.end]
+
+void SoftmaxBackwardCUDA(ffi::TensorView grad_x, ffi::TensorView y, ffi::TensorView grad) {
+  CheckSoftmaxBackwardArgs(grad_x, y, grad);  // 1. validate
+  const int64_t n = y.numel();
+  if (n == 0) return;
+  const int64_t cols = y.size(y.ndim() - 1);
+  ffi::CUDADeviceGuard guard(y.device().device_id);  // 2. device guard
+  cudaStream_t stream = GetCudaStream(y.device());   // 3. stream
+  DispatchFloating(y.dtype(), "y", [&](auto tag) {   // 4. dtype dispatch + launch (checked)
+    using T = typename decltype(tag)::type;
+    gpu::LaunchRowwise<T>(SoftmaxBackwardFn<gpu::Compute<T>>{}, n / cols, cols, stream,
+                          DataPtr<T>(grad_x), DataPtr<const T>(y), DataPtr<const T>(grad));
+  });
+}
 
 }  // namespace scale_lib

@@ -193,6 +193,65 @@ template <typename T, typename Level>
   }
 }
 
+// lanes[k] += fn.Term(fn.Value(y[i], grad[i])) for i % kLanes == k: the backward's row sum.
+template <typename Level, typename CT, typename Fn>
+[[gnu::always_inline]] inline void AddTermsInto(Level, CT* lanes, const Fn& fn, const CT* y,
+                                                const CT* grad, int64_t n) {
+  using L = LaneVectors<CT, Level>;
+  L sums = L::Load(lanes);
+  const int64_t whole = n - n % kLanes;
+  for (int64_t i = 0; i < whole; i += kLanes) {
+    CT block[kLanes];
+    for (int k = 0; k < kLanes; ++k) block[k] = fn.Term(fn.Value(y[i + k], grad[i + k]));
+    const L b = L::Load(block);
+    for (int j = 0; j < L::kVecs; ++j) sums.v[j] += b.v[j];
+  }
+  sums.Store(lanes);
+  for (int64_t i = whole; i < n; ++i) lanes[i % kLanes] += fn.Term(fn.Value(y[i], grad[i]));
+}
+
+// The backward's rows [begin, end), compiled for `level`: each row's sum (SoftmaxBackwardFn's
+// terms, in kLanes partial sums), then its elements. 16-bit rows are converted to the compute type
+// whole, or kChunk elements at a time (the same bits: chunks are whole multiples of kLanes).
+template <typename T, typename Level>
+[[gnu::always_inline]] inline void SoftmaxBackwardRows(Level level, const T* y, const T* grad,
+                                                       T* grad_x, int64_t cols, int64_t begin,
+                                                       int64_t end) {
+  using CT = C<T>;
+  const SoftmaxBackwardFn<CT> fn;
+  for (int64_t r = begin; r < end; ++r) {
+    const T* ys = y + r * cols;
+    const T* gs = grad + r * cols;
+    T* out = grad_x + r * cols;
+    CT lanes[kLanes] = {};
+    if constexpr (std::is_same_v<T, CT>) {
+      AddTermsInto(level, lanes, fn, ys, gs, cols);
+      const CT dot = SumOfLanes(lanes);
+      for (int64_t i = 0; i < cols; ++i) out[i] = fn.Finish(fn.Value(ys[i], gs[i]), dot, cols);
+    } else {
+      const int64_t chunk = cols <= kRowBuffer / 2 ? cols : kChunk;
+      CT ybuf[kRowBuffer / 2], gbuf[kRowBuffer / 2];
+      for (int64_t start = 0; start < cols; start += chunk) {
+        const int64_t len = std::min(chunk, cols - start);
+        host::LoadN(ys + start, ybuf, len);
+        host::LoadN(gs + start, gbuf, len);
+        AddTermsInto(level, lanes, fn, ybuf, gbuf, len);
+      }
+      const CT dot = SumOfLanes(lanes);
+      for (int64_t start = 0; start < cols; start += chunk) {
+        const int64_t len = std::min(chunk, cols - start);
+        if (chunk != cols) {  // a whole row is still in the buffers
+          host::LoadN(ys + start, ybuf, len);
+          host::LoadN(gs + start, gbuf, len);
+        }
+        ConvertStore(level, out + start, len, [&](int64_t i) SCALE_LIB_INLINE {
+          return fn.Finish(fn.Value(ybuf[i], gbuf[i]), dot, cols);
+        });
+      }
+    }
+  }
+}
+
 }  // namespace
 
 void SoftmaxCPU(ffi::TensorView out, ffi::TensorView x) {
@@ -213,6 +272,24 @@ void SoftmaxCPU(ffi::TensorView out, ffi::TensorView x) {
                               SCALE_LIB_INLINE { SoftmaxRows(level, xs, outs, cols, begin, end); });
         },
         kExpCost);
+  });
+}
+
+void SoftmaxBackwardCPU(ffi::TensorView grad_x, ffi::TensorView y, ffi::TensorView grad) {
+  CheckSoftmaxBackwardArgs(grad_x, y, grad);
+  const int64_t n = y.numel();
+  if (n == 0) return;
+  const int64_t cols = y.size(y.ndim() - 1);
+  DispatchFloating(y.dtype(), "y", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* ys = DataPtr<const T>(y);
+    const T* grads = DataPtr<const T>(grad);
+    T* out = DataPtr<T>(grad_x);
+    host::ParallelForRows(n / cols, cols, [&](int64_t begin, int64_t end) {
+      host::RunWidest([&](auto level) SCALE_LIB_INLINE {
+        SoftmaxBackwardRows(level, ys, grads, out, cols, begin, end);
+      });
+    });
   });
 }
 
