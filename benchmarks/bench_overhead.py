@@ -365,9 +365,23 @@ def handover_us(impls: dict[str, Fn], repeats: int) -> dict[str, float]:
 
 
 def run_op_cases(kind: Kind, sample_s: float, repeats: int) -> list[dict[str, Any]]:
+    return timed_rows(kind, op_cases(kind), check_equivalent, sample_s, repeats, targets=kind.targets)
+
+
+def timed_rows(
+    kind: Kind,
+    cases: list[Case],
+    check: Callable[[Case], None],
+    sample_s: float,
+    repeats: int,
+    what: str = "",
+    **fields: Any,
+) -> list[dict[str, Any]]:
+    """Each case checked (``check``), then timed: one row each, as the JSON keeps them (with
+    ``fields``), printed as they are recorded (``what``: what a call does, if not the op alone)."""
     rows = []
-    for case in op_cases(kind):
-        check_equivalent(case)
+    for case in cases:
+        check(case)
         timings = per_call_us(
             {label: fn for label, (_, fn) in case.impls.items()}, sample_s, repeats, kind.sync
         )
@@ -377,15 +391,15 @@ def run_op_cases(kind: Kind, sample_s: float, repeats: int) -> list[dict[str, An
                 "op": case.op,
                 "shape": list(case.shape),
                 "dtype": case.dtype,
-                "targets": kind.targets,
+                **fields,
                 "impls": [
                     {"label": label, "role": role, **timings[label]}
                     for label, (role, _) in case.impls.items()
                 ],
             }
         )
-        best = ", ".join(f"{label} {t['median_us']:.2f}" for label, t in timings.items())
-        print(f"{kind.name:10s} {case.op:12s} {case.shape!s:10s} {best}", flush=True)
+        cells = ", ".join(f"{label} {t['median_us']:.2f}" for label, t in timings.items())
+        print(f"{kind.name:10s} {case.op:12s} {case.shape!s:10s} {what}{cells}", flush=True)
     return rows
 
 
@@ -450,27 +464,8 @@ def check_same_gradients(case: Case) -> None:
 
 
 def run_autograd_cases(kind: Kind, sample_s: float, repeats: int) -> list[dict[str, Any]]:
-    rows = []
-    for case in autograd_cases(kind):
-        check_same_gradients(case)
-        timings = per_call_us(
-            {label: fn for label, (_, fn) in case.impls.items()}, sample_s, repeats, kind.sync
-        )
-        rows.append(
-            {
-                "array": kind.name,
-                "op": case.op,
-                "shape": list(case.shape),
-                "dtype": case.dtype,
-                "impls": [
-                    {"label": label, "role": role, **timings[label]}
-                    for label, (role, _) in case.impls.items()
-                ],
-            }
-        )
-        cells = ", ".join(f"{label} {t['median_us']:.2f}" for label, t in timings.items())
-        print(f"{kind.name:10s} {case.op:12s} {case.shape!s:10s} forward + backward: {cells}", flush=True)
-    return rows
+    cases = autograd_cases(kind)
+    return timed_rows(kind, cases, check_same_gradients, sample_s, repeats, "forward + backward: ")
 
 
 # ---------------------------------------------------------------------------------------------
