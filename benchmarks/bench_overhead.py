@@ -22,6 +22,7 @@ what it chains), the run also times that chain against the framework's own ops.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import os
@@ -226,8 +227,7 @@ def op_cases(kind: Kind) -> list[Case]:
     for spec in OPS:
         if not spec.public:
             continue
-        path = CASES / f"{spec.name}.py"
-        module = runpy.run_path(str(path)) if path.is_file() else {}
+        module = case_file(spec.name)
         own = module.get(f"own_{kind.framework}")
         if own is None:
             # A new op is measured once it has its file of cases; until then the run says so
@@ -241,6 +241,14 @@ def op_cases(kind: Kind) -> list[Case]:
         dtype = module.get("DTYPE", kind.decode_dtype)
         cases += [_case(kind, spec, shape, module["ATTRS"], dtype, own) for shape in module["SHAPES"]]
     return cases
+
+
+@functools.cache
+def case_file(op: str) -> dict[str, Any]:
+    """What ``benchmarks/overhead/<op>.py`` defines (its sizes, attributes and each framework's
+    own equivalents), read once; empty where the op has no such file."""
+    path = CASES / f"{op}.py"
+    return runpy.run_path(str(path)) if path.is_file() else {}
 
 
 def _case(
@@ -284,19 +292,25 @@ def _case(
 def check_equivalent(case: Case) -> None:
     """Every implementation computes the same result: a wrong equivalent would make the comparison
     meaningless."""
-    import numpy as np
 
     expected = case.kind.to_numpy(case.impls["scale_lib"][1]()).reshape(-1)
     tol = 3e-2 if case.dtype in ("bfloat16", "float16") else 1e-5
-    # Absolute error in units of the largest value: a running sum rounds at the size it has reached.
-    magnitude = max(1.0, float(np.max(np.abs(expected)))) if expected.size else 1.0
     for label, (role, fn) in case.impls.items():
         if role == "extra":
             continue
         result = fn()
         got = case.kind.to_numpy(case.outs[label] if result is None else result).reshape(-1)
-        if got.shape != expected.shape or not np.allclose(got, expected, rtol=tol, atol=tol * magnitude):
+        if not agree(got, expected, tol):
             raise AssertionError(f"{case.kind.name} {case.op} {case.shape}: {label!r} differs from scale_lib")
+
+
+def agree(got: Any, expected: Any, tol: float) -> bool:
+    """Two flat float64 arrays of one shape within ``tol``, relative and absolute in units of the
+    largest expected value (a running sum rounds at the size it has reached)."""
+    import numpy as np
+
+    magnitude = max(1.0, float(np.max(np.abs(expected)))) if expected.size else 1.0
+    return got.shape == expected.shape and bool(np.allclose(got, expected, rtol=tol, atol=tol * magnitude))
 
 
 def _numel(shape: Any) -> int:
@@ -412,11 +426,8 @@ def autograd_cases(kind: Kind) -> list[Case]:
     call in ``benchmarks/overhead/<op>.py``) and its backward. PyTorch only."""
     cases = []
     for spec in OPS:
-        path = CASES / f"{spec.name}.py"
-        if not spec.public or spec.vjp is None or not path.is_file():
-            continue
-        module = runpy.run_path(str(path))
-        if "own_torch" in module:
+        module = case_file(spec.name)
+        if spec.public and spec.vjp is not None and "own_torch" in module:
             dtype = module.get("DTYPE", kind.decode_dtype)
             cases += [
                 _autograd_case(kind, spec, shape, module["ATTRS"], dtype, module["own_torch"])
@@ -447,8 +458,6 @@ def _autograd_case(
 def check_same_gradients(case: Case) -> None:
     """Both steps give the inputs the same gradients: a wrong equivalent would make the
     comparison meaningless."""
-    import numpy as np
-
     inputs = case.outs["inputs"]
     grads = {}
     for label, (_, fn) in case.impls.items():
@@ -458,8 +467,7 @@ def check_same_gradients(case: Case) -> None:
         grads[label] = [case.kind.to_numpy(t.grad).reshape(-1) for t in inputs]
     tol = 5e-2 if case.dtype in ("bfloat16", "float16") else 1e-4
     for ours, theirs in zip(*grads.values(), strict=True):
-        magnitude = max(1.0, float(np.max(np.abs(theirs)))) if theirs.size else 1.0
-        if not np.allclose(ours, theirs, rtol=tol, atol=tol * magnitude):
+        if not agree(ours, theirs, tol):
             raise AssertionError(f"{case.kind.name} {case.op} {case.shape}: the gradients differ")
 
 

@@ -358,7 +358,5 @@ def _define(op: BoundOp) -> None:
     overload = getattr(getattr(torch.ops, NAMESPACE), op.name).default
     call = _torch_autograd.register(op, qualname, overload, _library, functional)
     ADAPTER.callers[op.name] = call
-    ADAPTER.differentiable[op.name] = _torch_autograd.eager_function(
-        op, qualname, lambda *args: ADAPTER.run_library(op, args[:n], args[n:])
-    )
+    ADAPTER.differentiable[op.name] = _torch_autograd.eager_function(op, qualname, functional)
     _torch_batching.register(op, qualname, overload, _library)
