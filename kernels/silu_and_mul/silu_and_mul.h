@@ -25,13 +25,13 @@ namespace scale_lib {
 template <typename C>
 [[gnu::always_inline]] inline C SiluGate(C a, C b) {
   constexpr C kZeroBelow = kExpLowest<C>;
-  const auto e = ExpReduce(-std::fabs(a));  // exp(-|a|) = e.p * 2^e.n
+  const auto e = ExpReduceNonPositive(-std::fabs(a));  // exp(-|a|) = e.p * 2^e.n
   // Both sides computed, then chosen: a select, which vectorises, not a branch.
   const C a_exp_a = ScaleByPow2(a * e.p, e.n);
   const C zero = a * C(0);
   const C negative = a < kZeroBelow ? zero : a_exp_a;
   const C gated = a < C(0) ? negative : a;
-  return gated / (C(1) + ScaleByPow2(e.p, e.n)) * b;
+  return gated / OnePlusScaled(e.p, e.n) * b;
 }
 
 // The gradients of silu(a) * b for the output's gradient g: d/da = g * b * s * (1 + a * (1 - s))

@@ -71,7 +71,8 @@ template <typename Level, typename CT>
 }
 
 // lanes[k] += exp(v[i] - max) for i % kLanes == k; with kStore, also e[i] = exp(v[i] - max) (e
-// may be v: each block of kLanes values is read whole before it is written).
+// may be v: each block of kLanes values is read whole before it is written). v[i] - max is at
+// most 0, or NaN (max is the row's, which no NaN wins): ExpNonPositive.
 template <bool kStore, typename Level, typename CT>
 [[gnu::always_inline]] inline void AddExpInto(Level, CT* lanes, const CT* v, int64_t n, CT max,
                                               CT* e) {
@@ -80,14 +81,14 @@ template <bool kStore, typename Level, typename CT>
   const int64_t whole = n - n % kLanes;
   for (int64_t i = 0; i < whole; i += kLanes) {
     CT block[kLanes];
-    for (int k = 0; k < kLanes; ++k) block[k] = Exp(v[i + k] - max);
+    for (int k = 0; k < kLanes; ++k) block[k] = ExpNonPositive(v[i + k] - max);
     const L b = L::Load(block);
     for (int j = 0; j < L::kVecs; ++j) sums.v[j] += b.v[j];
     if constexpr (kStore) std::memcpy(e + i, block, sizeof(block));
   }
   sums.Store(lanes);
   for (int64_t i = whole; i < n; ++i) {
-    const CT value = Exp(v[i] - max);
+    const CT value = ExpNonPositive(v[i] - max);
     if constexpr (kStore) e[i] = value;
     lanes[i % kLanes] += value;
   }
@@ -186,8 +187,9 @@ template <typename T, typename Level>
       for (int64_t start = 0; start < cols; start += kChunk) {
         const int64_t len = std::min(kChunk, cols - start);
         host::LoadN(in + start, buf, len);
-        ConvertStore(level, o + start, len,
-                     [&](int64_t i) SCALE_LIB_INLINE { return Exp(buf[i] - max) * scale; });
+        ConvertStore(level, o + start, len, [&](int64_t i) SCALE_LIB_INLINE {
+          return ExpNonPositive(buf[i] - max) * scale;
+        });
       }
     }
   }

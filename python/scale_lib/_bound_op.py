@@ -84,10 +84,19 @@ class BoundOp:
         leading dimensions of size 1 (a ``(1, hidden)`` weight) gets its gradient in that shape,
         as every framework's autograd requires."""
         grads = self.spec.vjp(grad, out, *inputs, *attrs)  # type: ignore[misc]
-        return tuple(
-            g if g is None or t is None or tuple(g.shape) == tuple(t.shape) else g.reshape(t.shape)
-            for g, t in zip(grads, inputs, strict=True)
-        )
+        if len(grads) != len(inputs):
+            raise TypeError(f"{self.name}'s vjp returned {len(grads)} gradient(s) for {len(inputs)} inputs")
+        # Every backward runs this: a plain loop, and the shapes compared as the framework gives
+        # them first (tuple(...) only where that says they differ: Paddle's are lists).
+        reshaped = None
+        for i, g in enumerate(grads):
+            t = inputs[i]
+            if g is None or t is None or g.shape == t.shape or tuple(g.shape) == tuple(t.shape):
+                continue
+            if reshaped is None:
+                reshaped = list(grads)
+            reshaped[i] = g.reshape(t.shape)
+        return tuple(grads) if reshaped is None else tuple(reshaped)
 
     @property
     def has_jvp(self) -> bool:

@@ -42,7 +42,10 @@ def through_dispatcher() -> bool:
 
 def _formula(fn: Callable[..., Any]) -> Callable[..., Any]:
     def run(ctx: Any, *args: Any) -> Any:
-        if not any(isinstance(a, torch.Tensor) and _legacy_batched(a) for a in args):
+        for a in args:  # a loop: a generator costs more than the check, on every backward
+            if isinstance(a, torch.Tensor) and _legacy_batched(a):
+                break
+        else:
             return fn(ctx, *args)  # its op calls take the routes of any other call
         with _lock:
             RUNNING[0] += 1
@@ -157,7 +160,10 @@ def _function(op: BoundOp, forward: Callable[..., Any], name: str) -> Any:
         ctx.attrs = inputs[n:]
         # Absent optional inputs are None: saved as such, restored as such.
         ctx.save_for_backward(*tensors, output)
-        ctx.save_for_forward(*tensors, output)
+        # The jvp runs only in the forward pass, inside a forward-mode level (torch.func.jvp
+        # opens one too): without one, nothing reads what it would save.
+        if forward_ad._current_level >= 0 or torch._C._are_functorch_transforms_active():
+            ctx.save_for_forward(*tensors, output)
         ctx.set_materialize_grads(False)
 
     return type(
@@ -177,13 +183,12 @@ def _function(op: BoundOp, forward: Callable[..., Any], name: str) -> Any:
 def _backward(op: BoundOp) -> Any:
     def backward(ctx: Any, grad: Any) -> tuple[Any, ...]:
         *tensors, output = ctx.saved_tensors
-        none = (None,) * (len(tensors) + len(ctx.attrs))
+        no_attr_grads = (None,) * len(ctx.attrs)
         if grad is None:
-            return none
+            return (None,) * len(tensors) + no_attr_grads
         # Incoming gradients may be expanded views (the gradient of a sum is); kernels need
         # contiguous input. The vjp calls public ops, so double backward works where they do.
-        grads = op.vjp(grad.contiguous(), output, tensors, ctx.attrs)
-        return (*grads, *(None for _ in ctx.attrs))
+        return op.vjp(grad.contiguous(), output, tensors, ctx.attrs) + no_attr_grads
 
     return backward
 
