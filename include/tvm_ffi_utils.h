@@ -9,6 +9,7 @@
 //   4. dispatch  DispatchFloating(x.dtype(), "x", [&](auto tag) { using T = ...; launch });
 //                data through DataPtr<T>(t), which adds DLPack's byte_offset; 64-bit indices
 //   5. check     CHECK_CUDA_LAUNCH();                                 (CUDA only)
+//                gpu::Launch (kernels/cuda_float.cuh) and the shared launchers check their own
 // A binding (bindings/<op>_binding.cc) routes by device with SCALE_LIB_ROUTE_BY_DEVICE, or
 // SCALE_LIB_ROUTE_CUDA_ONLY, and is exported with SCALE_LIB_EXPORT, which checks every tensor
 // argument of every op before it runs: no null data with elements, and outputs disjoint from

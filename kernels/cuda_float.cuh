@@ -9,7 +9,9 @@
 #include <cuda/std/limits>
 
 #include <algorithm>
+#include <atomic>
 #include <type_traits>
+#include <utility>
 
 #include "tvm_ffi_utils.h"
 
@@ -113,6 +115,67 @@ inline unsigned int GridSize(int64_t work_items, int64_t items_per_block) {
   const int64_t blocks = cuda::ceil_div(std::max<int64_t>(work_items, 0), items_per_block);
   return static_cast<unsigned int>(std::clamp<int64_t>(blocks, 1, kMaxGridX));
 }
+
+// [launch.begin]
+// ---------------------------------------------------------------------------------------------
+// Launching. gpu::Launch(kernel, grid, block, stream, args...) is
+// kernel<<<grid, block, 0, stream>>>(args...) and checks the launch, except that where the GPU
+// allows it (compute capability 9.0+, a driver of CUDA 12.3+, which keeps it in CUDA graphs) the
+// kernel is launched as a programmatic dependent: it may be scheduled while the kernel before
+// it on the stream is finishing, so that the launch latency of a chain of small kernels (a
+// decode step) overlaps the work. Such a kernel must call gpu::AwaitPriorKernels() before it
+// reads or writes global memory; that call returns once every kernel before it on the stream
+// has finished and its writes are visible, whatever launched it. A kernel launched with <<<>>>
+// needs nothing.
+// ---------------------------------------------------------------------------------------------
+__device__ __forceinline__ void AwaitPriorKernels() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  // The next kernel may be scheduled from here on: it waits in turn for this one to finish.
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+namespace detail {
+// Whether the current device takes programmatic dependent launches (cached per device).
+inline bool DependentLaunchAllowed() {
+  static const bool driver_keeps_it = [] {
+    int version = 0;
+    return cudaDriverGetVersion(&version) == cudaSuccess && version >= 12030;
+  }();
+  if (!driver_keeps_it) return false;
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return false;
+  constexpr int kCachedDevices = 64;
+  static std::atomic<int> allowed[kCachedDevices];  // 0: not looked up; 1: yes; -1: no
+  const bool cached = device >= 0 && device < kCachedDevices;
+  if (cached && allowed[device].load(std::memory_order_relaxed) != 0) {
+    return allowed[device].load(std::memory_order_relaxed) > 0;
+  }
+  int major = 0;
+  const bool yes =
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
+      major >= 9;
+  if (cached) allowed[device].store(yes ? 1 : -1, std::memory_order_relaxed);
+  return yes;
+}
+}  // namespace detail
+
+template <typename... Params, typename... Args>
+void Launch(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t stream, Args&&... args) {
+  cudaLaunchAttribute dependent{};
+  dependent.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  dependent.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = 0;
+  config.stream = stream;
+  config.attrs = &dependent;
+  config.numAttrs = detail::DependentLaunchAllowed() ? 1 : 0;
+  TVM_FFI_CHECK_CUDA_ERROR(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
+}
+// [launch.end]
 
 }  // namespace gpu
 }  // namespace scale_lib

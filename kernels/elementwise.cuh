@@ -70,6 +70,7 @@ __device__ void Tail(const Fn& fn, T* out, const Inputs<T, N>& in, int64_t n) {
 template <typename T, int N, typename Fn>
 __global__ void __launch_bounds__(kThreads)
     VectorKernel(Fn fn, T* out, Inputs<T, N> in, int64_t n) {
+  AwaitPriorKernels();
   const int64_t num_vecs = n / kPackWidth<T>;
   auto* out_vecs = reinterpret_cast<Vec<T>*>(out);
   const int64_t grid_stride = static_cast<int64_t>(gridDim.x) * kThreads * kVecsPerThread;
@@ -100,6 +101,7 @@ __global__ void __launch_bounds__(kThreads)
 // Fewer than kManyVecs vectors: the grid has a thread for each (and always fits gridDim.x).
 template <typename T, int N, typename Fn>
 __global__ void __launch_bounds__(kThreads) SmallKernel(Fn fn, T* out, Inputs<T, N> in, int64_t n) {
+  AwaitPriorKernels();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
   if (i < n / kPackWidth<T>) {
     Vec<T> buf[N];
@@ -116,6 +118,7 @@ __global__ void __launch_bounds__(kThreads) SmallKernel(Fn fn, T* out, Inputs<T,
 template <typename T, int N, typename Fn>
 __global__ void __launch_bounds__(kThreads)
     ScalarKernel(Fn fn, T* out, Inputs<T, N> in, int64_t n) {
+  AwaitPriorKernels();
   const int64_t grid_stride = static_cast<int64_t>(gridDim.x) * kThreads;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; i < n;
        i += grid_stride) {
@@ -137,18 +140,16 @@ void LaunchElementwise(const Fn& fn, int64_t n, cudaStream_t stream, T* out, con
   if (IsAligned(out, ew::kVecBytes) && (IsAligned(ins, ew::kVecBytes) && ...)) {
     const int64_t num_vecs = n / kPackWidth<T>;
     if (num_vecs >= ew::kManyVecs) {
-      ew::VectorKernel<T, N, Fn>
-          <<<GridSize(num_vecs, ew::kThreads * ew::kVecsPerThread), ew::kThreads, 0, stream>>>(
-              fn, out, in, n);
+      Launch(ew::VectorKernel<T, N, Fn>, GridSize(num_vecs, ew::kThreads * ew::kVecsPerThread),
+             ew::kThreads, stream, fn, out, in, n);
     } else {
-      ew::SmallKernel<T, N, Fn>
-          <<<GridSize(num_vecs, ew::kThreads), ew::kThreads, 0, stream>>>(fn, out, in, n);
+      Launch(ew::SmallKernel<T, N, Fn>, GridSize(num_vecs, ew::kThreads), ew::kThreads, stream, fn,
+             out, in, n);
     }
   } else {
-    ew::ScalarKernel<T, N, Fn>
-        <<<GridSize(n, ew::kThreads), ew::kThreads, 0, stream>>>(fn, out, in, n);
+    Launch(ew::ScalarKernel<T, N, Fn>, GridSize(n, ew::kThreads), ew::kThreads, stream, fn, out, in,
+           n);
   }
-  CHECK_CUDA_LAUNCH();
 }
 // [launch_elementwise.end]
 

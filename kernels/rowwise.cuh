@@ -25,6 +25,7 @@ inline constexpr int kRowThreads = 256;
 template <typename T, typename Fn, typename... In>
 __global__ void __launch_bounds__(kRowThreads)
     RowwiseKernel(Fn fn, int64_t rows, int64_t cols, T* __restrict__ out, const In*... ins) {
+  AwaitPriorKernels();
   using M = FloatMath<T>;
   using C = Compute<T>;
   using Reduce = cub::BlockReduce<C, kRowThreads>;
@@ -53,8 +54,8 @@ void LaunchRowwise(const Fn& fn, int64_t rows, int64_t cols, cudaStream_t stream
   static_assert((std::is_same_v<In, T> && ...),
                 "LaunchRowwise: every input has the output's storage type");
   if (rows == 0 || cols == 0) return;
-  RowwiseKernel<T><<<GridSize(rows, 1), kRowThreads, 0, stream>>>(fn, rows, cols, out, ins...);
-  CHECK_CUDA_LAUNCH();
+  Launch(RowwiseKernel<T, Fn, In...>, GridSize(rows, 1), kRowThreads, stream, fn, rows, cols, out,
+         ins...);
 }
 
 }  // namespace gpu

@@ -173,6 +173,7 @@ template <typename T, typename Op, typename Fn, typename... In>
 __global__ void __launch_bounds__(kScanThreads)
     ScanRowsKernel(Fn fn, int64_t rows, int64_t cols, bool reverse, T* __restrict__ out,
                    const In*... ins) {
+  AwaitPriorKernels();
   using M = FloatMath<T>;
   using C = Compute<T>;
   using Carry = ScanCarry<Op, C>;
@@ -221,6 +222,7 @@ template <int kLanes, typename T, typename Op, typename Fn, typename... In>
 __global__ void __launch_bounds__(kScanThreads)
     ScanWarpRowsKernel(Fn fn, int64_t rows, int64_t cols, bool reverse, T* __restrict__ out,
                        const In*... ins) {
+  AwaitPriorKernels();
   using M = FloatMath<T>;
   using C = Compute<T>;
   using Carry = ScanCarry<Op, C>;
@@ -481,6 +483,7 @@ __global__ void __launch_bounds__(
     TileScanKernel(Fn fn, int64_t cols, int64_t tiles, bool reverse,
                    TileStates<typename ScanCarry<Op, Compute<T>>::State> states,
                    T* __restrict__ out, const In*... ins) {
+  AwaitPriorKernels();
   using M = FloatMath<T>;
   using C = Compute<T>;
   using Carry = ScanCarry<Op, C>;
@@ -539,9 +542,8 @@ void LaunchScan(const Fn& fn, int64_t rows, int64_t cols, bool reverse, cudaStre
   if (cols < kScanBlockMinCols) {  // short rows: a group of lanes per row
     const auto launch = [&](auto lanes) {
       constexpr int kLanes = decltype(lanes)::value;
-      ScanWarpRowsKernel<kLanes, T, Op>
-          <<<GridSize(rows, kScanThreads / kLanes), kScanThreads, 0, stream>>>(
-              fn, rows, cols, reverse, out, ins...);
+      Launch(ScanWarpRowsKernel<kLanes, T, Op, Fn, In...>, GridSize(rows, kScanThreads / kLanes),
+             kScanThreads, stream, fn, rows, cols, reverse, out, ins...);
     };
     if (cols <= 4 * kScanItems) {
       launch(std::integral_constant<int, 4>{});
@@ -552,7 +554,6 @@ void LaunchScan(const Fn& fn, int64_t rows, int64_t cols, bool reverse, cudaStre
     } else {
       launch(std::integral_constant<int, 32>{});
     }
-    CHECK_CUDA_LAUNCH();
     return;
   }
   int device = 0;
@@ -562,9 +563,8 @@ void LaunchScan(const Fn& fn, int64_t rows, int64_t cols, bool reverse, cudaStre
   const int64_t tiles = cuda::ceil_div(cols, kScanTile<C>);
   if (rows >= kScanFewRowsPerSm * sms || tiles < 2 || rows * tiles > kMaxGridX ||
       !HasFrameworkAllocator()) {
-    ScanRowsKernel<T, Op>
-        <<<GridSize(rows, 1), kScanThreads, 0, stream>>>(fn, rows, cols, reverse, out, ins...);
-    CHECK_CUDA_LAUNCH();
+    Launch(ScanRowsKernel<T, Op, Fn, In...>, GridSize(rows, 1), kScanThreads, stream, fn, rows,
+           cols, reverse, out, ins...);
     return;
   }
   // Few long rows: a block per tile, the tiles' states in the framework's memory.
@@ -574,9 +574,9 @@ void LaunchScan(const Fn& fn, int64_t rows, int64_t cols, bool reverse, cudaStre
   TVM_FFI_ICHECK_EQ(reinterpret_cast<uintptr_t>(workspace.data_ptr()) % 16, 0)
       << "the framework's allocator returned memory less aligned than 16 bytes";
   TVM_FFI_CHECK_CUDA_ERROR(cudaMemsetAsync(workspace.data_ptr(), 0, bytes, stream));
-  TileScanKernel<T, Op><<<static_cast<unsigned int>(rows * tiles), kScanTileThreads, 0, stream>>>(
-      fn, cols, tiles, reverse, TileStates<S>(workspace.data_ptr()), out, ins...);
-  CHECK_CUDA_LAUNCH();
+  Launch(TileScanKernel<T, Op, Fn, In...>, static_cast<unsigned int>(rows * tiles),
+         kScanTileThreads, stream, fn, cols, tiles, reverse, TileStates<S>(workspace.data_ptr()),
+         out, ins...);
   // The workspace goes back to the framework's allocator here; its stream-ordered reuse comes
   // after this launch on the same stream.
 }

@@ -20,6 +20,22 @@ import scale_lib
 DTYPES = ("float16", "bfloat16", "float32", "float64")
 
 
+def capture_cuda_graph(step: Callable[[], Any]) -> tuple[Any, Any]:
+    """(a torch.cuda.CUDAGraph of ``step()``, the captured call's result), ``step`` warmed up
+    on a side stream first, as capture requires."""
+    import torch
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        result = step()
+    return graph, result
+
+
 def numpy_dtype(name: str) -> np.dtype:
     if name == "bfloat16":
         import ml_dtypes

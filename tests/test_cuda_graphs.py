@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from backends import Backend
+from backends import Backend, capture_cuda_graph
 
 import scale_lib
 
@@ -23,15 +23,7 @@ def test_torch_cuda_graph_replay(use_out: bool) -> None:
             return scale_lib.scale(static_x, 1.5, out=static_out)
         return scale_lib.scale(static_x, 1.5) + 1
 
-    side = torch.cuda.Stream()  # warm up off the default stream, as capture requires
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        step()
-    torch.cuda.current_stream().wait_stream(side)
-
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        static_y = step()
+    graph, static_y = capture_cuda_graph(step)
 
     for seed in range(3):
         new = torch.randn(4099, device="cuda", generator=torch.Generator("cuda").manual_seed(seed))

@@ -1,11 +1,16 @@
 """Kernels run on the caller's stream. Each test queues a long GPU spin and then the input's
 final values on a non-default stream; a kernel launched on any other stream would read the input
-before it is written."""
+before it is written. And each op's kernels wait for the kernel before them on the stream, which
+may be scheduled early (gpu::Launch, kernels/cuda_float.cuh)."""
 
 from __future__ import annotations
 
+import functools
+
+import numpy as np
 import pytest
-from backends import Backend
+from backends import Backend, capture_cuda_graph
+from cases import declared_cases
 
 import scale_lib
 
@@ -101,3 +106,42 @@ def test_cupy_current_stream(torch_cuda) -> None:
         y = scale_lib.scale(x, 2.0)
     s.synchronize()
     assert bool((y == 6.0).all())
+
+
+def _write_inputs_then_call(case, sources: dict, buffers: dict, inputs: list, out) -> object:
+    for name, source in sources.items():
+        scale_lib.scale(source, 1.0, out=buffers[name])
+    return case.call(*inputs, **({"out": out} if out is not None else {}))
+
+
+@pytest.mark.parametrize("graph", [False, True], ids=["eager", "cuda_graph"])
+def test_every_op_waits_for_the_kernel_before_it(torch_cuda, graph: bool) -> None:
+    # Each input is the last elements of a large buffer that the library's own scale writes just
+    # before the op, on the same stream. Its last blocks write them, and on GPUs that take
+    # programmatic dependent launches the op's kernel may be scheduled before they finish: it
+    # must wait before it reads (a kernel that did not would read the NaNs put there first).
+    torch = torch_cuda
+    cases = [c for c in declared_cases() if "cuda" in c.devices]
+    big = 1 << 24
+    for case in cases:
+        data = {n: a.astype(np.float32) for n, a in case.numpy_inputs(11).items()}
+        sources = {n: torch.full((big,), float("nan"), device="cuda") for n in data}
+        buffers = {n: torch.full((big,), float("nan"), device="cuda") for n in data}
+        for n, a in data.items():
+            sources[n][big - a.size :] = torch.from_numpy(a.ravel()).cuda()
+        inputs = [buffers[n][big - a.size :].view(a.shape) for n, a in data.items()]
+        out = torch.empty(case.output_shape(), device="cuda") if case.has_out else None
+
+        step = functools.partial(_write_inputs_then_call, case, sources, buffers, inputs, out)
+        torch.cuda.synchronize()
+        if graph and case.has_out:
+            captured, result = capture_cuda_graph(step)
+            for b in buffers.values():
+                b.fill_(float("nan"))
+            captured.replay()
+        elif graph:
+            continue  # a result whose size depends on the data cannot be captured
+        else:
+            result = step()
+        got = result.cpu().numpy()  # type: ignore[attr-defined]
+        case.assert_matches(got, [a.astype(np.float64) for a in data.values()], 1e-4, 1e-5)

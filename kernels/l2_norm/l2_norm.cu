@@ -18,6 +18,7 @@ constexpr int kMaxBlocks = static_cast<int>(kL2NormMaxBlocks);
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
     SumOfSquaresKernel(const T* x, int64_t per_group, double* partials, T* out) {
+  gpu::AwaitPriorKernels();
   using BlockReduce = cub::BlockReduce<double, kThreads>;
   __shared__ typename BlockReduce::TempStorage storage;
   const T* group = x + static_cast<int64_t>(blockIdx.y) * per_group;
@@ -40,6 +41,7 @@ __global__ void __launch_bounds__(kThreads)
 template <typename T>
 __global__ void __launch_bounds__(kMaxBlocks)
     FinishNormKernel(const double* partials, int blocks_per_group, T* out) {
+  gpu::AwaitPriorKernels();
   using BlockReduce = cub::BlockReduce<double, kMaxBlocks>;
   __shared__ typename BlockReduce::TempStorage storage;
   const double* group = partials + static_cast<int64_t>(blockIdx.x) * blocks_per_group;
@@ -81,13 +83,11 @@ void L2NormCUDA(ffi::TensorView out, ffi::TensorView x, ffi::Optional<ffi::Tenso
   DispatchFloating(x.dtype(), "x", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const dim3 grid(static_cast<unsigned int>(blocks), static_cast<unsigned int>(groups));
-    SumOfSquaresKernel<T>
-        <<<grid, kThreads, 0, stream>>>(DataPtr<const T>(x), per_group, partials, DataPtr<T>(out));
-    CHECK_CUDA_LAUNCH();
+    gpu::Launch(SumOfSquaresKernel<T>, grid, kThreads, stream, DataPtr<const T>(x), per_group,
+                partials, DataPtr<T>(out));
     if (one_pass) return;
-    FinishNormKernel<T><<<static_cast<unsigned int>(groups), kMaxBlocks, 0, stream>>>(
-        partials, static_cast<int>(blocks), DataPtr<T>(out));
-    CHECK_CUDA_LAUNCH();
+    gpu::Launch(FinishNormKernel<T>, static_cast<unsigned int>(groups), kMaxBlocks, stream,
+                partials, static_cast<int>(blocks), DataPtr<T>(out));
   });
 }
 // [workspace_use.end]

@@ -104,6 +104,7 @@ template <typename T, int kWidth, int kGroup>
 __global__ void __launch_bounds__(kGroupKernelThreads)
     RmsNormGroupKernel(T* out, const T* x, const T* weight, RowLayout x_rows, int64_t out_stride,
                        Acc<T> eps) {
+  gpu::AwaitPriorKernels();
   constexpr int kRowsPerBlock = kGroupKernelThreads / kGroup;
   const int lane = threadIdx.x % kGroup;
   // The loop bound is uniform across the block, so whole warps iterate together.
@@ -125,6 +126,7 @@ template <typename T, int kWidth, bool kCacheRow>
 __global__ void __launch_bounds__(kMaxBlockThreads)
     RmsNormBlockKernel(T* out, const T* x, const T* weight, RowLayout x_rows, int64_t out_stride,
                        Acc<T> eps) {
+  gpu::AwaitPriorKernels();
   using P = gpu::Pack<T, kWidth>;
   __shared__ Acc<T> scratch[32];
   const int64_t packs = x_rows.hidden / kWidth;
@@ -173,10 +175,10 @@ void LaunchRmsNorm(T* out, const T* x, const T* weight, RowLayout x_rows, int64_
     const int group = std::min(32, std::max(4, NextPowerOfTwo((packs + 1) / 2)));
     const unsigned int grid = gpu::GridSize(x_rows.rows, kGroupKernelThreads / group);
     switch (group) {
-#define SCALE_LIB_GROUP_CASE(G)                                                            \
-  case G:                                                                                  \
-    RmsNormGroupKernel<T, kWidth, G>                                                       \
-        <<<grid, kGroupKernelThreads, 0, stream>>>(out, x, weight, x_rows, out_stride, e); \
+#define SCALE_LIB_GROUP_CASE(G)                                                              \
+  case G:                                                                                    \
+    gpu::Launch(RmsNormGroupKernel<T, kWidth, G>, grid, kGroupKernelThreads, stream, out, x, \
+                weight, x_rows, out_stride, e);                                              \
     break;
       SCALE_LIB_GROUP_CASE(4)
       SCALE_LIB_GROUP_CASE(8)
@@ -193,11 +195,11 @@ void LaunchRmsNorm(T* out, const T* x, const T* weight, RowLayout x_rows, int64_
       std::min<int64_t>(kMaxBlockThreads, std::max<int64_t>(64, ((packs + 3) / 4 + 31) / 32 * 32));
   const unsigned int grid = gpu::GridSize(x_rows.rows, 1);
   if (packs <= threads * kBlockPacksPerThread) {
-    RmsNormBlockKernel<T, kWidth, true><<<grid, static_cast<unsigned int>(threads), 0, stream>>>(
-        out, x, weight, x_rows, out_stride, e);
+    gpu::Launch(RmsNormBlockKernel<T, kWidth, true>, grid, static_cast<unsigned int>(threads),
+                stream, out, x, weight, x_rows, out_stride, e);
   } else {
-    RmsNormBlockKernel<T, kWidth, false><<<grid, static_cast<unsigned int>(threads), 0, stream>>>(
-        out, x, weight, x_rows, out_stride, e);
+    gpu::Launch(RmsNormBlockKernel<T, kWidth, false>, grid, static_cast<unsigned int>(threads),
+                stream, out, x, weight, x_rows, out_stride, e);
   }
 }
 
@@ -211,6 +213,7 @@ constexpr int kBackwardThreads = 256;
 template <typename T>
 __global__ void __launch_bounds__(kBackwardThreads)
     RmsNormRstdKernel(double* rstd, const T* x, RowLayout x_rows, Acc<T> eps) {
+  gpu::AwaitPriorKernels();
   using Math = gpu::FloatMath<T>;
   __shared__ Acc<T> scratch[32];
   for (int64_t row = blockIdx.x; row < x_rows.rows; row += gridDim.x) {
@@ -230,6 +233,7 @@ template <typename T>
 __global__ void __launch_bounds__(kBackwardThreads)
     RmsNormBackwardKernel(T* grad_x, const T* grad, const T* x, const T* weight, const double* rstd,
                           RowLayout x_rows) {
+  gpu::AwaitPriorKernels();
   using Math = gpu::FloatMath<T>;
   __shared__ Acc<T> scratch[32];
   const int64_t hidden = x_rows.hidden;
@@ -261,6 +265,7 @@ template <typename T>
 __global__ void __launch_bounds__(kWeightGradColumns* kWeightGradRowLanes)
     RmsNormWeightGradKernel(T* grad_weight, const T* grad, const T* x, const double* rstd,
                             RowLayout x_rows, int64_t rows_per_group) {
+  gpu::AwaitPriorKernels();
   using Math = gpu::FloatMath<T>;
   // One column of padding: the final sum reads a column of `partial` per thread, and a row
   // length of 33 puts those reads in different shared-memory banks.
@@ -331,8 +336,8 @@ void RmsNormRstdCUDA(ffi::TensorView rstd, ffi::TensorView x, double eps) {
   DispatchFloating(x.dtype(), "x", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const unsigned int grid = gpu::GridSize(x_rows.rows, 1);
-    RmsNormRstdKernel<T><<<grid, kBackwardThreads, 0, stream>>>(
-        DataPtr<double>(rstd), DataPtr<const T>(x), x_rows, EpsIn<Acc<T>>(eps));
+    gpu::Launch(RmsNormRstdKernel<T>, grid, kBackwardThreads, stream, DataPtr<double>(rstd),
+                DataPtr<const T>(x), x_rows, EpsIn<Acc<T>>(eps));
   });
   CHECK_CUDA_LAUNCH();
 }
@@ -348,9 +353,9 @@ void RmsNormBackwardCUDA(ffi::TensorView grad_x, ffi::TensorView grad, ffi::Tens
     using T = typename decltype(tag)::type;
     const T* w = weight.has_value() ? DataPtr<const T>(weight.value()) : nullptr;
     const unsigned int grid = gpu::GridSize(x_rows.rows, 1);
-    RmsNormBackwardKernel<T><<<grid, kBackwardThreads, 0, stream>>>(
-        DataPtr<T>(grad_x), DataPtr<const T>(grad), DataPtr<const T>(x), w,
-        DataPtr<const double>(rstd), x_rows);
+    gpu::Launch(RmsNormBackwardKernel<T>, grid, kBackwardThreads, stream, DataPtr<T>(grad_x),
+                DataPtr<const T>(grad), DataPtr<const T>(x), w, DataPtr<const double>(rstd),
+                x_rows);
   });
   CHECK_CUDA_LAUNCH();
 }
@@ -369,9 +374,9 @@ void RmsNormWeightGradCUDA(ffi::TensorView grad_weight, ffi::TensorView grad, ff
     using T = typename decltype(tag)::type;
     const dim3 grid(gpu::GridSize(x_rows.hidden, kWeightGradColumns),
                     static_cast<unsigned int>(groups));
-    RmsNormWeightGradKernel<T><<<grid, dim3(kWeightGradColumns, kWeightGradRowLanes), 0, stream>>>(
-        DataPtr<T>(grad_weight), DataPtr<const T>(grad), DataPtr<const T>(x),
-        DataPtr<const double>(rstd), x_rows, x_rows.rows / groups);
+    gpu::Launch(RmsNormWeightGradKernel<T>, grid, dim3(kWeightGradColumns, kWeightGradRowLanes),
+                stream, DataPtr<T>(grad_weight), DataPtr<const T>(grad), DataPtr<const T>(x),
+                DataPtr<const double>(rstd), x_rows, x_rows.rows / groups);
   });
   CHECK_CUDA_LAUNCH();
 }

@@ -39,6 +39,7 @@ __device__ MaxSum<C> Combine(MaxSum<C> a, MaxSum<C> b) {
 template <typename T>
 __global__ void SoftmaxRowsKernel(T* __restrict__ out, const T* __restrict__ x, int64_t rows,
                                   int64_t cols) {
+  AwaitPriorKernels();
   using M = FloatMath<T>;
   using C = typename M::Compute;
   __shared__ MaxSum<C> partial[kSoftmaxThreads / 32];
@@ -146,9 +147,8 @@ void SoftmaxCUDA(ffi::TensorView out, ffi::TensorView x, bool runtime_compiled) 
       TVM_FFI_CHECK_CUBIN_LAUNCHER_CUDA_ERROR(kernel->Launch(args, grid, block, stream));  // 5.
       return;
     }
-    gpu::SoftmaxRowsKernel<T>
-        <<<gpu::GridSize(rows, 1), gpu::kSoftmaxThreads, 0, stream>>>(out_ptr, x_ptr, rows, cols);
-    CHECK_CUDA_LAUNCH();  // 5. check
+    gpu::Launch(gpu::SoftmaxRowsKernel<T>, gpu::GridSize(rows, 1), gpu::kSoftmaxThreads, stream,
+                out_ptr, x_ptr, rows, cols);  // 5. checked
   });
 }
 // [softmax_cuda.end]
