@@ -10,9 +10,12 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
+#include <cstring>
 #include <type_traits>
 #include <utility>
 
+#include "cuda_driver.h"
 #include "tvm_ffi_utils.h"
 
 namespace scale_lib {
@@ -120,13 +123,13 @@ inline unsigned int GridSize(int64_t work_items, int64_t items_per_block) {
 // ---------------------------------------------------------------------------------------------
 // Launching. gpu::Launch(kernel, grid, block, stream, args...) is
 // kernel<<<grid, block, 0, stream>>>(args...) and checks the launch, except that where the GPU
-// allows it (compute capability 9.0+, a driver of CUDA 12.3+, which keeps it in CUDA graphs) the
-// kernel is launched as a programmatic dependent: it may be scheduled while the kernel before
-// it on the stream is finishing, so that the launch latency of a chain of small kernels (a
-// decode step) overlaps the work. Such a kernel must call gpu::AwaitPriorKernels() before it
-// reads or writes global memory; that call returns once every kernel before it on the stream
-// has finished and its writes are visible, whatever launched it. A kernel launched with <<<>>>
-// needs nothing.
+// allows it (compute capability 9.0+, a driver of CUDA 12.3+, which keeps it in CUDA graphs; not
+// with SCALE_LIB_DEPENDENT_LAUNCH=0) the kernel is launched as a programmatic dependent: it may
+// be scheduled while the kernel before it on the stream is finishing, so that the launch latency
+// of a chain of small kernels (a decode step) overlaps the work. Such a kernel must call
+// gpu::AwaitPriorKernels() before it reads or writes global memory; that call returns once every
+// kernel before it on the stream has finished and its writes are visible, whatever launched it. A
+// kernel launched with <<<>>> needs nothing.
 // ---------------------------------------------------------------------------------------------
 __device__ __forceinline__ void AwaitPriorKernels() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -138,12 +141,14 @@ __device__ __forceinline__ void AwaitPriorKernels() {
 
 namespace detail {
 // Whether the current device takes programmatic dependent launches (cached per device).
+// SCALE_LIB_DEPENDENT_LAUNCH=0 turns them off (read once): every kernel then starts after the
+// one before it has finished, to rule them out when chasing a race.
 inline bool DependentLaunchAllowed() {
-  static const bool driver_keeps_it = [] {
-    int version = 0;
-    return cudaDriverGetVersion(&version) == cudaSuccess && version >= 12030;
+  static const bool enabled = [] {
+    const char* env = std::getenv("SCALE_LIB_DEPENDENT_LAUNCH");
+    return !(env != nullptr && std::strcmp(env, "0") == 0) && CudaDriverVersion() >= 12030;
   }();
-  if (!driver_keeps_it) return false;
+  if (!enabled) return false;
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess) return false;
   constexpr int kCachedDevices = 64;
@@ -163,6 +168,11 @@ inline bool DependentLaunchAllowed() {
 
 template <typename... Params, typename... Args>
 void Launch(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t stream, Args&&... args) {
+  if (!detail::DependentLaunchAllowed()) {
+    kernel<<<grid, block, 0, stream>>>(std::forward<Args>(args)...);
+    CHECK_CUDA_LAUNCH();
+    return;
+  }
   cudaLaunchAttribute dependent{};
   dependent.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   dependent.val.programmaticStreamSerializationAllowed = 1;
@@ -172,8 +182,11 @@ void Launch(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t strea
   config.dynamicSmemBytes = 0;
   config.stream = stream;
   config.attrs = &dependent;
-  config.numAttrs = detail::DependentLaunchAllowed() ? 1 : 0;
-  TVM_FFI_CHECK_CUDA_ERROR(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
+  config.numAttrs = 1;
+  const cudaError_t launched = cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+  // Reported here: cleared, so that a later launch's check does not report it again.
+  if (launched != cudaSuccess) (void)cudaGetLastError();
+  TVM_FFI_CHECK_CUDA_ERROR(launched);
 }
 // [launch.end]
 
