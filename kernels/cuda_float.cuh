@@ -12,6 +12,8 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <type_traits>
 #include <utility>
 
@@ -122,14 +124,16 @@ inline unsigned int GridSize(int64_t work_items, int64_t items_per_block) {
 // [launch.begin]
 // ---------------------------------------------------------------------------------------------
 // Launching. gpu::Launch(kernel, grid, block, stream, args...) is
-// kernel<<<grid, block, 0, stream>>>(args...) and checks the launch, except that where the GPU
-// allows it (compute capability 9.0+, a driver of CUDA 12.3+, which keeps it in CUDA graphs; not
-// with SCALE_LIB_DEPENDENT_LAUNCH=0) the kernel is launched as a programmatic dependent: it may
-// be scheduled while the kernel before it on the stream is finishing, so that the launch latency
-// of a chain of small kernels (a decode step) overlaps the work. Such a kernel must call
-// gpu::AwaitPriorKernels() before it reads or writes global memory; that call returns once every
-// kernel before it on the stream has finished and its writes are visible, whatever launched it. A
-// kernel launched with <<<>>> needs nothing.
+// kernel<<<grid, block, 0, stream>>>(args...) and checks the launch, except that where it can
+// (the kernel's code compiled for compute capability 9.0+, a driver of CUDA 12.3+, which keeps
+// it in CUDA graphs; not with SCALE_LIB_DEPENDENT_LAUNCH=0) the kernel is launched as a
+// programmatic dependent: it may be scheduled while the kernel before it on the stream is
+// finishing, so that the launch latency of a chain of small kernels (a decode step) overlaps
+// the work. Such a kernel must call gpu::AwaitPriorKernels() before it reads or writes global
+// memory; that call returns once the kernel before it on the stream has finished and its writes
+// are visible (and so every kernel before that one: each of this library's waited in turn, or
+// was launched with <<<>>>, which starts a kernel only after all before it). A kernel launched
+// with <<<>>> needs nothing.
 // ---------------------------------------------------------------------------------------------
 __device__ __forceinline__ void AwaitPriorKernels() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -140,35 +144,41 @@ __device__ __forceinline__ void AwaitPriorKernels() {
 }
 
 namespace detail {
-// Whether the current device takes programmatic dependent launches (cached per device).
-// SCALE_LIB_DEPENDENT_LAUNCH=0 turns them off (read once): every kernel then starts after the
-// one before it has finished, to rule them out when chasing a race.
-inline bool DependentLaunchAllowed() {
+// Whether `kernel` may be launched as a programmatic dependent on the current device: its code
+// there was compiled for compute capability 9.0+ (so it has AwaitPriorKernels' wait; a build
+// for older GPUs only, JIT-compiled for a newer one, has not), under a CUDA 12.3+ driver, and
+// SCALE_LIB_DEPENDENT_LAUNCH is not 0 (read once: every kernel then starts after the one before
+// it has finished, to rule such launches out when chasing a race). Known per kernel and device.
+inline bool DependentLaunchAllowed(const void* kernel) {
   static const bool enabled = [] {
     const char* env = std::getenv("SCALE_LIB_DEPENDENT_LAUNCH");
     return !(env != nullptr && std::strcmp(env, "0") == 0) && CudaDriverVersion() >= 12030;
   }();
   if (!enabled) return false;
   int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess) return false;
-  constexpr int kCachedDevices = 64;
-  static std::atomic<int> allowed[kCachedDevices];  // 0: not looked up; 1: yes; -1: no
-  const bool cached = device >= 0 && device < kCachedDevices;
-  if (cached && allowed[device].load(std::memory_order_relaxed) != 0) {
-    return allowed[device].load(std::memory_order_relaxed) > 0;
+  if (cudaGetDevice(&device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
   }
-  int major = 0;
-  const bool yes =
-      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
-      major >= 9;
-  if (cached) allowed[device].store(yes ? 1 : -1, std::memory_order_relaxed);
-  return yes;
+  static std::mutex mutex;
+  static std::map<std::pair<const void*, int>, bool> known;
+  const std::lock_guard<std::mutex> lock(mutex);
+  const auto found = known.find({kernel, device});
+  if (found != known.end()) return found->second;
+  cudaFuncAttributes attributes{};
+  if (cudaFuncGetAttributes(&attributes, kernel) != cudaSuccess) {
+    (void)cudaGetLastError();  // not cached: the launch that follows reports what is wrong
+    return false;
+  }
+  const bool allowed = attributes.ptxVersion >= 90;
+  known.emplace(std::make_pair(kernel, device), allowed);
+  return allowed;
 }
 }  // namespace detail
 
 template <typename... Params, typename... Args>
 void Launch(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t stream, Args&&... args) {
-  if (!detail::DependentLaunchAllowed()) {
+  if (!detail::DependentLaunchAllowed(reinterpret_cast<const void*>(kernel))) {
     kernel<<<grid, block, 0, stream>>>(std::forward<Args>(args)...);
     CHECK_CUDA_LAUNCH();
     return;

@@ -1,11 +1,12 @@
 """Kernels run on the caller's stream. Each test queues a long GPU spin and then the input's
 final values on a non-default stream; a kernel launched on any other stream would read the input
-before it is written. And each op's kernels wait for the kernel before them on the stream, which
-may be scheduled early (gpu::Launch, kernels/cuda_float.cuh)."""
+before it is written. And each op's kernels wait for the kernel before them on the stream, though
+they may be scheduled before it has finished (gpu::Launch, kernels/cuda_float.cuh)."""
 
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,6 +19,7 @@ pytestmark = pytest.mark.gpu
 
 SPIN_CYCLES = 100_000_000  # ~50 ms of torch.cuda._sleep on an H100
 N = 1 << 20
+INCLUDE = Path(__file__).resolve().parent.parent / "include"
 
 
 @pytest.fixture
@@ -108,40 +110,85 @@ def test_cupy_current_stream(torch_cuda) -> None:
     assert bool((y == 6.0).all())
 
 
-def _write_inputs_then_call(case, sources: dict, buffers: dict, inputs: list, out) -> object:
-    for name, source in sources.items():
-        scale_lib.scale(source, 1.0, out=buffers[name])
+# The kernel before the op: it lets the next kernel on the stream be scheduled at once (on GPUs
+# that take programmatic dependent launches), spins for about a millisecond, then copies the
+# input in. A kernel scheduled early that read its input without waiting would read NaNs.
+LATE_COPY_SOURCE = r"""
+#include "tvm_ffi_utils.h"
+
+__global__ void LateCopyKernel(float* dst, const float* src, int64_t n, long long cycles) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+  const long long start = clock64();
+  while (clock64() - start < cycles) {
+  }
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) dst[i] = src[i];
+}
+
+void LateCopy(tvm::ffi::TensorView dst, tvm::ffi::TensorView src, int64_t cycles) {
+  tvm::ffi::CUDADeviceGuard guard(dst.device().device_id);
+  cudaStream_t stream = scale_lib::GetCudaStream(dst.device());
+  LateCopyKernel<<<1, 256, 0, stream>>>(scale_lib::DataPtr<float>(dst),
+                                        scale_lib::DataPtr<const float>(src), dst.numel(), cycles);
+  CHECK_CUDA_LAUNCH();
+}
+"""
+LATE_CYCLES = 2_000_000
+# Shapes of x that reach every kernel the public ops launch: small rows; long rows (rms_norm's
+# block kernels, the ahead-of-time softmax, two-pass l2_norm, the tile scan); many elements (the
+# elementwise grid-stride kernel).
+WAIT_SHAPES = [(6, 8), (3, 70_000), (2, 1 << 21)]
+
+
+@pytest.fixture(scope="module")
+def late_copy(torch_cuda):
+    import shutil
+
+    import tvm_ffi.cpp
+
+    if shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").exists():
+        pytest.skip("nvcc is needed to build the test's copy kernel")
+    module = tvm_ffi.cpp.load_inline(
+        "scale_lib_late_copy",
+        cuda_sources=LATE_COPY_SOURCE,
+        functions=["LateCopy"],
+        extra_include_paths=[str(INCLUDE)],
+        extra_cuda_cflags=["-DSCALE_LIB_WITH_CUDA=1"],
+    )
+    return module.LateCopy
+
+
+def _late_input_then_call(late_copy, case, late: int, inputs: list, sources: list, out) -> object:
+    for i, (t, source) in enumerate(zip(inputs, sources, strict=True)):
+        if i != late:
+            t.copy_(source)
+    late_copy(inputs[late], sources[late], LATE_CYCLES)
     return case.call(*inputs, **({"out": out} if out is not None else {}))
 
 
+@pytest.mark.parametrize("shape", WAIT_SHAPES, ids=str)
 @pytest.mark.parametrize("graph", [False, True], ids=["eager", "cuda_graph"])
-def test_every_op_waits_for_the_kernel_before_it(torch_cuda, graph: bool) -> None:
-    # Each input is the last elements of a large buffer that the library's own scale writes just
-    # before the op, on the same stream. Its last blocks write them, and on GPUs that take
-    # programmatic dependent launches the op's kernel may be scheduled before they finish: it
-    # must wait before it reads (a kernel that did not would read the NaNs put there first).
+def test_every_op_waits_for_the_kernel_before_it(torch_cuda, late_copy, graph: bool, shape) -> None:
+    # Each input in turn is written by the late copy, the op's call right after it on the
+    # stream: eager, and captured in a CUDA graph then replayed over inputs reset to NaN.
     torch = torch_cuda
-    cases = [c for c in declared_cases() if "cuda" in c.devices]
-    big = 1 << 24
-    for case in cases:
-        data = {n: a.astype(np.float32) for n, a in case.numpy_inputs(11).items()}
-        sources = {n: torch.full((big,), float("nan"), device="cuda") for n in data}
-        buffers = {n: torch.full((big,), float("nan"), device="cuda") for n in data}
-        for n, a in data.items():
-            sources[n][big - a.size :] = torch.from_numpy(a.ravel()).cuda()
-        inputs = [buffers[n][big - a.size :].view(a.shape) for n, a in data.items()]
-        out = torch.empty(case.output_shape(), device="cuda") if case.has_out else None
-
-        step = functools.partial(_write_inputs_then_call, case, sources, buffers, inputs, out)
-        torch.cuda.synchronize()
-        if graph and case.has_out:
-            captured, result = capture_cuda_graph(step)
-            for b in buffers.values():
-                b.fill_(float("nan"))
-            captured.replay()
-        elif graph:
+    for case in [c for c in declared_cases() if "cuda" in c.devices]:
+        if graph and not case.jittable:
             continue  # a result whose size depends on the data cannot be captured
-        else:
-            result = step()
-        got = result.cpu().numpy()  # type: ignore[attr-defined]
-        case.assert_matches(got, [a.astype(np.float64) for a in data.values()], 1e-4, 1e-5)
+        data = {n: a.astype(np.float32) for n, a in case.numpy_inputs(11, shape).items()}
+        sources = [torch.from_numpy(a).cuda() for a in data.values()]
+        for late in range(len(sources)):
+            inputs = [torch.full_like(t, float("nan")) for t in sources]
+            out = torch.empty(case.output_shape(shape), device="cuda") if case.has_out else None
+            step = functools.partial(_late_input_then_call, late_copy, case, late, inputs, sources, out)
+            torch.cuda.synchronize()
+            if graph:
+                captured, result = capture_cuda_graph(step)
+                for t in inputs:
+                    t.fill_(float("nan"))
+                captured.replay()
+            else:
+                result = step()
+            got = result.cpu().numpy()  # type: ignore[attr-defined]
+            case.assert_matches(got, [a.astype(np.float64) for a in data.values()], 1e-4, 1e-5)
