@@ -9,7 +9,6 @@
 #include <cuda/std/limits>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <map>

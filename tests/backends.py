@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import functools
 import importlib
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -18,6 +20,14 @@ import pytest
 import scale_lib
 
 DTYPES = ("float16", "bfloat16", "float32", "float64")
+# The library's headers, for kernels a test builds itself (tvm_ffi.cpp.load_inline).
+INCLUDE = Path(__file__).resolve().parent.parent / "include"
+
+
+def skip_without_nvcc(what: str) -> None:
+    """Skip, naming ``what`` the test would build, where no nvcc is found."""
+    if shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").exists():
+        pytest.skip(f"nvcc is needed to build {what}")
 
 
 def capture_cuda_graph(step: Callable[[], Any]) -> tuple[Any, Any]:

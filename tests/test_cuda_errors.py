@@ -8,14 +8,11 @@ import os
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
-from backends import Backend
+from backends import INCLUDE, Backend, skip_without_nvcc
 
 pytestmark = pytest.mark.gpu
-
-INCLUDE = Path(__file__).resolve().parent.parent / "include"
 
 BROKEN_SOURCE = r"""
 #include "tvm_ffi_utils.h"
@@ -53,10 +50,7 @@ broken = tvm_ffi.cpp.load_inline(
 @pytest.fixture(scope="module")
 def torch_cuda():
     Backend("torch", "cuda").skip_if_unavailable()
-    import shutil
-
-    if shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").exists():
-        pytest.skip("nvcc is needed to build the broken kernel library")
+    skip_without_nvcc("the broken kernel library")
     import torch
 
     return torch

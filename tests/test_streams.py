@@ -6,11 +6,10 @@ they may be scheduled before it has finished (gpu::Launch, kernels/cuda_float.cu
 from __future__ import annotations
 
 import functools
-from pathlib import Path
 
 import numpy as np
 import pytest
-from backends import Backend, capture_cuda_graph
+from backends import INCLUDE, Backend, capture_cuda_graph, skip_without_nvcc
 from cases import declared_cases
 
 import scale_lib
@@ -19,7 +18,6 @@ pytestmark = pytest.mark.gpu
 
 SPIN_CYCLES = 100_000_000  # ~50 ms of torch.cuda._sleep on an H100
 N = 1 << 20
-INCLUDE = Path(__file__).resolve().parent.parent / "include"
 
 
 @pytest.fixture
@@ -144,12 +142,9 @@ WAIT_SHAPES = [(6, 8), (3, 70_000), (2, 1 << 21)]
 @pytest.fixture(scope="module")
 def late_copy():
     Backend("torch", "cuda").skip_if_unavailable()
-    import shutil
-
+    skip_without_nvcc("the test's copy kernel")
     import tvm_ffi.cpp
 
-    if shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").exists():
-        pytest.skip("nvcc is needed to build the test's copy kernel")
     module = tvm_ffi.cpp.load_inline(
         "scale_lib_late_copy",
         cuda_sources=LATE_COPY_SOURCE,
