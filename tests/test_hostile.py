@@ -224,6 +224,15 @@ def test_torch_negative_bit_out_is_refused(spec: OpSpec, device: str) -> None:
     with pytest.raises(ValueError, match=r"^out is a lazily negated view"):
         call(spec, inputs, out=out)
     assert torch.isnan(base).all(), "a refused call wrote into out"
+    # The out= custom op itself: PyTorch resolves the bit for custom ops, into a copy
+    with pytest.raises(ValueError, match=r"^out is a lazily negated view"):
+        getattr(torch.ops.scale_lib, f"{spec.name}_out")(out, *inputs, *attrs_of(spec))
+    assert torch.isnan(base).all(), "a refused call wrote into out"
+    # ... which still resolves the inputs' bits
+    out = torch.full_like(like, float("nan"))
+    negated = [torch._neg_view(-inputs[0]), *inputs[1:]]
+    getattr(torch.ops.scale_lib, f"{spec.name}_out")(out, *negated, *attrs_of(spec))
+    torch.testing.assert_close(out, like, rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("spec", ops())
@@ -456,6 +465,67 @@ def test_torch_out_requiring_grad_is_refused_on_every_path(spec: OpSpec, grad_mo
     torch.testing.assert_close(param.detach(), like)
 
 
+@pytest.mark.parametrize("spec", ops(has_out))
+def test_torch_inference_tensor_out_is_written_only_in_inference_mode(spec: OpSpec) -> None:
+    # PyTorch's rule for its own in-place ops: an inference tensor is written only inside
+    # torch.inference_mode().
+    torch = _need("torch")
+    inputs = _torch_inputs(spec)
+    like = call(spec, inputs)
+    with torch.inference_mode():
+        out = torch.full_like(like, float("nan"))
+    paths = {
+        "public": lambda: call(spec, inputs, out=out),
+        "custom op": lambda: getattr(torch.ops.scale_lib, f"{spec.name}_out")(out, *inputs, *attrs_of(spec)),
+    }
+    for path, run in paths.items():
+        with pytest.raises(ValueError, match=r"^out is an inference tensor"):
+            run()
+        assert torch.isnan(out).all(), path
+    for path, run in paths.items():
+        with torch.inference_mode():
+            out.fill_(float("nan"))
+            run()
+            torch.testing.assert_close(out, like, rtol=0, atol=0, msg=path)
+
+
+@pytest.mark.parametrize("spec", ops(has_out))
+def test_torch_dual_tensor_out_is_refused(spec: OpSpec) -> None:
+    # out= would write the primal and leave the tangent stale: a wrong derivative.
+    torch = _need("torch")
+    import torch.autograd.forward_ad as fwAD
+
+    inputs = _torch_inputs(spec)
+    like = call(spec, inputs)
+    with fwAD.dual_level():
+        out = fwAD.make_dual(torch.full_like(like, float("nan")), torch.ones_like(like))
+        for run in (
+            lambda: call(spec, inputs, out=out),
+            lambda: getattr(torch.ops.scale_lib, f"{spec.name}_out")(out, *inputs, *attrs_of(spec)),
+        ):
+            with pytest.raises(TypeError, match=r"^out is a forward-mode dual tensor"):
+                run()
+            assert torch.isnan(fwAD.unpack_dual(out).primal).all()
+
+
+@pytest.mark.parametrize("spec", ops(has_out))
+def test_torch_subclass_out_is_written_through_its_own_dispatch(spec: OpSpec) -> None:
+    # A wrapper subclass has no memory of its own (its data pointer is null): its
+    # __torch_dispatch__ writes each tensor it holds.
+    torch = _need("torch")
+    from torch.testing._internal.two_tensor import TwoTensor
+
+    inputs = _torch_inputs(spec)
+    like = call(spec, inputs)
+    out = TwoTensor(torch.full_like(like, float("nan")), torch.full_like(like, float("nan")))
+    assert call(spec, inputs, out=out) is out
+    torch.testing.assert_close(out.a, like, rtol=0, atol=0)
+    torch.testing.assert_close(out.b, like, rtol=0, atol=0)
+    numpy_inputs = [t.numpy() for t in inputs]
+    with pytest.raises(TypeError, match=r"^out is a TwoTensor \(a torch\.Tensor subclass\)"):
+        call(spec, numpy_inputs, out=out)
+
+
 def _paddle_inputs(spec: OpSpec) -> list[Any]:
     paddle = _need("paddle")
     return [paddle.to_tensor(a) for a in example(spec)]
@@ -527,6 +597,95 @@ def test_torch_x_requiring_grad_with_inputs_of_other_frameworks(spec: OpSpec, ot
         result.sum().backward()
         reference.sum().backward()
         torch.testing.assert_close(x.grad, reference_x.grad)
+
+
+@pytest.mark.parametrize("first", ["numpy", "jax", "paddle"])
+@pytest.mark.parametrize("spec", ops(lambda s: len(s.inputs) > 1))
+def test_a_later_torch_input_needing_a_gradient_is_refused_by_another_framework(
+    spec: OpSpec, first: str
+) -> None:
+    # The first input's framework runs the call and reads the others as memory: a gradient
+    # that a later input needs would be dropped without a word.
+    torch = _need("torch")
+    data = example(spec)
+    for i in range(1, len(data)):
+        inputs = [_foreign(first, data[0]), *(torch.from_numpy(a) for a in data[1:])]
+        inputs[i] = torch.from_numpy(data[i]).requires_grad_()
+        name = spec.inputs[i].name
+        with pytest.raises(
+            ValueError, match=rf"^{name} requires grad .*pass the first input as a torch\.Tensor"
+        ):
+            call(spec, inputs)
+        with torch.no_grad():  # no gradient wanted: it is only memory (JAX takes only its own)
+            if first == "jax":
+                with pytest.raises(TypeError, match=r"must be a JAX array like"):
+                    call(spec, inputs)
+            else:
+                result = call(spec, inputs)
+                np.testing.assert_allclose(np.asarray(result), call(spec, data), rtol=1e-6)
+        import torch.autograd.forward_ad as fwAD
+
+        with fwAD.dual_level():
+            inputs[i] = fwAD.make_dual(
+                torch.from_numpy(data[i]), torch.ones(data[i].shape, dtype=torch.float32)
+            )
+            with pytest.raises(ValueError, match=rf"^{name} requires grad \(or has a forward-mode tangent\)"):
+                call(spec, inputs)
+
+
+@pytest.mark.parametrize("first", ["numpy", "torch"])
+@pytest.mark.parametrize("spec", ops(lambda s: len(s.inputs) > 1))
+def test_a_later_paddle_input_needing_a_gradient_is_refused_by_another_framework(
+    spec: OpSpec, first: str
+) -> None:
+    paddle = _need("paddle")
+    data = example(spec)
+    for i in range(1, len(data)):
+        inputs = [_foreign(first, a) for a in data]
+        inputs[i] = paddle.to_tensor(data[i], stop_gradient=False)
+        name = spec.inputs[i].name
+        with pytest.raises(
+            ValueError, match=rf"^{name} needs a gradient .*pass the first input as a paddle\.Tensor"
+        ):
+            call(spec, inputs)
+        with paddle.no_grad():  # no gradient wanted: it is only memory
+            result = call(spec, inputs)
+        np.testing.assert_allclose(np.asarray(result), call(spec, data), rtol=1e-6)
+
+
+@pytest.mark.parametrize("first", ["numpy", "torch"])
+@pytest.mark.parametrize("spec", ops(lambda s: len(s.inputs) > 1 and not s.output.allocated_by_library))
+def test_a_later_jax_tracer_is_refused_by_another_framework(spec: OpSpec, first: str) -> None:
+    jax = _need("jax")
+    data = example(spec)
+    for i in range(1, len(data)):
+        name = spec.inputs[i].name
+
+        def f(traced: Any, i: int = i) -> Any:
+            inputs = [_foreign(first, a) for a in data]
+            inputs[i] = traced
+            return call(spec, inputs)
+
+        with pytest.raises(
+            TypeError, match=rf"^{name} is a traced JAX value .*pass the first input as a JAX array"
+        ):
+            jax.jit(f)(jax.numpy.asarray(data[i]))
+
+
+@pytest.mark.parametrize("spec", ops())
+def test_a_deleted_jax_array_is_a_value_error_naming_it(spec: OpSpec) -> None:
+    jax = _need("jax")
+    data = example(spec)
+    for first in ("jax", "numpy"):
+        for i in range(len(data)):
+            if first == "numpy" and i == 0:
+                continue
+            inputs = [_foreign(first, a) for a in data]
+            inputs[i] = _foreign("jax", data[i])
+            inputs[i].delete()
+            with pytest.raises(ValueError, match=rf"^{spec.inputs[i].name} is a deleted JAX array"):
+                call(spec, inputs)
+            assert jax is not None
 
 
 @pytest.mark.parametrize("other", ["numpy", "jax", "torch"])

@@ -33,6 +33,9 @@ import jax.extend.backend  # noqa: E402 - after the skip: live_executables
 CASES = declared_cases("cpu")
 JITTABLE = [c for c in CASES if c.jittable]
 SHAPE = (3, 4)
+# Derivatives at every rank the rules branch on: one row (an output that may keep no dimension
+# of x), rows, and rows of rows.
+SHAPES = [pytest.param(shape, id="x".join(map(str, shape))) for shape in ((4,), SHAPE, (2, 3, 4))]
 STEP = 1e-6  # central differences in float64: error ~ STEP**2, rounding ~ 1e-16 / STEP
 
 
@@ -53,9 +56,11 @@ def _cpu(a: np.ndarray) -> Any:
     return jax.device_put(jnp.asarray(a, jnp.float64), jax.devices("cpu")[0])
 
 
-def _problem(case, absent: tuple[str, ...], seed: int = 0) -> tuple[Any, tuple[Any, ...], tuple[Any, ...]]:
-    """``f`` of the present arrays, float64 primals, and tangents for them."""
-    data = case.numpy_inputs(seed, SHAPE)
+def _problem(
+    case, absent: tuple[str, ...], seed: int = 0, shape: tuple[int, ...] = SHAPE
+) -> tuple[Any, tuple[Any, ...], tuple[Any, ...]]:
+    """``f`` of the present arrays, float64 primals (``x`` of ``shape``), and tangents for them."""
+    data = case.numpy_inputs(seed, shape)
     present = [name for name in case.arrays if name not in absent]
     rng = np.random.default_rng(seed + 100)
 
@@ -96,9 +101,10 @@ def _names(op_name: str) -> str:
 # ---------------------------------------------------------------------------------------------
 # Forward mode
 # ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("shape", SHAPES)
 @pytest.mark.parametrize(("case", "absent"), _variants())
-def test_forward_mode_matches_finite_differences_or_is_refused(case, absent) -> None:
-    f, primals, tangents = _problem(case, absent)
+def test_forward_mode_matches_finite_differences_or_is_refused(case, absent, shape: tuple[int, ...]) -> None:
+    f, primals, tangents = _problem(case, absent, shape=shape)
     if not _op(case).has_jvp:  # refused, naming the op, by every forward-mode transformation
         with pytest.raises(TypeError, match=_names(case.name)):
             jax.jvp(f, primals, tangents)
@@ -126,10 +132,11 @@ def test_forward_mode_matches_finite_differences_or_is_refused(case, absent) -> 
         _close(jacobian, _jacobian(f, primals, i), f"jax.jacfwd in argument {i}")
 
 
+@pytest.mark.parametrize("shape", SHAPES)
 @pytest.mark.parametrize(("case", "absent"), _variants())
-def test_vmap_of_jvp_matches_a_loop(case, absent) -> None:
-    f, primals, _ = _problem(case, absent)
-    batch = [_problem(case, absent, seed)[1:] for seed in (1, 2, 3)]
+def test_vmap_of_jvp_matches_a_loop(case, absent, shape: tuple[int, ...]) -> None:
+    f, primals, _ = _problem(case, absent, shape=shape)
+    batch = [_problem(case, absent, seed, shape)[1:] for seed in (1, 2, 3)]
     stacked_primals = tuple(jnp.stack(p) for p in zip(*(b[0] for b in batch), strict=True))
     stacked_tangents = tuple(jnp.stack(t) for t in zip(*(b[1] for b in batch), strict=True))
 
@@ -149,12 +156,31 @@ def test_vmap_of_jvp_matches_a_loop(case, absent) -> None:
         _close(got[k], np.asarray(tangent(p, t)), f"vmap over primals and tangents, element {k}")
 
 
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize(("case", "absent"), [p for p in _variants() if p.values[0].jittable])
+def test_vmap_over_a_batch_of_none_is_an_empty_result(case, absent, shape: tuple[int, ...]) -> None:
+    f, primals, _ = _problem(case, absent, shape=shape)
+    example = f(*primals)
+    n = len(primals)
+    for batched in {tuple(i == j for i in range(n)) for j in range(n)} | {(True,) * n}:
+        inputs = tuple(
+            jnp.zeros((0, *p.shape), p.dtype) if b else p for p, b in zip(primals, batched, strict=True)
+        )
+        in_axes = tuple(0 if b else None for b in batched)
+        for g in (jax.vmap(f, in_axes), jax.jit(jax.vmap(f, in_axes))):
+            result = g(*inputs)
+            assert (result.shape, result.dtype) == ((0, *example.shape), example.dtype), batched
+
+
 # ---------------------------------------------------------------------------------------------
 # Reverse mode
 # ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("shape", SHAPES)
 @pytest.mark.parametrize(("case", "absent"), _variants())
-def test_reverse_mode_runs_the_declared_vjp(case, absent, monkeypatch: pytest.MonkeyPatch) -> None:
-    f, primals, _ = _problem(case, absent)
+def test_reverse_mode_runs_the_declared_vjp(
+    case, absent, shape: tuple[int, ...], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    f, primals, _ = _problem(case, absent, shape=shape)
     argnums = tuple(range(len(primals)))
 
     def loss(*arrays: Any) -> Any:

@@ -236,6 +236,27 @@ def test_vmap_over_any_inputs_matches_a_loop(spec: OpSpec, device: str) -> None:
         torch.testing.assert_close(result, _loop(spec, inputs, in_dims, 3))
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize(
+    "spec", [pytest.param(s, id=s.name) for s in OPS if not s.output.allocated_by_library]
+)
+def test_vmap_over_a_batch_of_none_is_an_empty_result(spec: OpSpec, device: str) -> None:
+    # A batch of 0 has no example to run (a per-example loop would stack nothing).
+    _need_device(device, spec)
+    n = len(spec.inputs)
+    inputs = _inputs(spec, device=device)
+    example = _call(spec, *inputs)
+    for which in {tuple(i == j for i in range(n)) for j in range(n)} | {(True,) * n}:
+        batched = [t.new_empty((0, *t.shape)) if b else t for t, b in zip(inputs, which, strict=True)]
+        in_dims = tuple(0 if b else None for b in which)
+        result = torch.func.vmap(lambda *a: _call(spec, *a), in_dims=in_dims)(*batched)
+        assert (result.shape, result.dtype, result.device) == (
+            (0, *example.shape),
+            example.dtype,
+            example.device,
+        ), which
+
+
 @pytest.mark.parametrize("spec", [p for p in CPU_OPS if p.values[0].output.allocated_by_library])
 def test_vmap_of_a_data_dependent_size_is_a_type_error(spec: OpSpec) -> None:
     inputs, in_dims = _batched(spec, 2, (True,) * len(spec.inputs))

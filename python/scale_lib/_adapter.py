@@ -58,10 +58,12 @@ def adapter_of(obj: Any, arg_name: str) -> Adapter:
     raise TypeError(f"{arg_name} must be an array ({supported}); got {name}")
 
 
-def check_other_inputs(op: BoundOp, inputs: tuple[Any, ...]) -> None:
-    """Every input is an array, or None where optional: a TypeError naming it otherwise."""
-    for t in inputs:  # the common case first: arrays of types seen before
-        if type(t) not in _BY_TYPE:
+def check_other_inputs(op: BoundOp, inputs: tuple[Any, ...], runner: Adapter) -> None:
+    """Every input is an array, or None where optional: a TypeError naming it otherwise. An
+    array of another framework than ``runner``'s (the first input's) is checked by its own
+    (:meth:`Adapter.check_foreign`)."""
+    for t in inputs:  # the common case first: arrays of the first input's framework
+        if _BY_TYPE.get(type(t)) is not runner:
             break
     else:
         return
@@ -69,8 +71,10 @@ def check_other_inputs(op: BoundOp, inputs: tuple[Any, ...]) -> None:
         if t is None:
             if not spec.optional:
                 raise TypeError(f"{spec.name} must be an array; got None")
-        elif type(t) not in _BY_TYPE:
-            adapter_of(t, spec.name)
+            continue
+        adapter = _BY_TYPE.get(type(t)) or adapter_of(t, spec.name)
+        if adapter is not runner:
+            adapter.check_foreign(t, spec.name, runner)
 
 
 class Adapter:
@@ -132,10 +136,16 @@ class Adapter:
         out_adapter = adapter_of(out, "out")
         if out_adapter is not self:
             out_adapter.check_out(out, "out")
+            out_adapter.check_foreign(out, "out", self)
         return out_adapter
 
     def check_out(self, out: Any, arg_name: str) -> None:
         """Raise if ``out`` must never be written."""
+
+    def check_foreign(self, a: Any, arg_name: str, runner: Adapter) -> None:
+        """Raise if array ``a`` of this framework must not be an argument of a call that
+        ``runner``'s framework runs (its first input's): ``runner`` reads it as plain memory,
+        so a gradient it needs would be dropped, and a traced value cannot be read at all."""
 
     def written(self, out: Any) -> None:
         """``out`` was written in place: tell the framework (autograd's version counter), so
@@ -238,9 +248,9 @@ class AllocatingAdapter(Adapter):
     on every call (PyTorch, Paddle): the library allocates an output itself, in the same call.
     Calls that autograd (or tracing) must see go through :meth:`differentiate` or :meth:`call`."""
 
-    def route(self, op: BoundOp, inputs: tuple[Any, ...]) -> int:
+    def route(self, op: BoundOp, inputs: tuple[Any, ...], out: Any) -> int:
         """How the call runs: LIBRARY, AUTOGRAD (then :meth:`differentiate` runs it) or FRAMEWORK
-        (then :meth:`call` does)."""
+        (then :meth:`call` does); ``out`` is the checked ``out=`` array, or None."""
         raise NotImplementedError
 
     def call(self, op: BoundOp, inputs: tuple[Any, ...], attrs: tuple[Any, ...], out: Any) -> Any:
@@ -260,7 +270,7 @@ class AllocatingAdapter(Adapter):
             out_adapter = self.checked_out(op, inputs[0], out)
             if out_adapter is self:
                 self.check_out(out, "out")
-        route = self.route(op, inputs)
+        route = self.route(op, inputs, out)
         if route:
             inputs, out = self.native(op, inputs, out)
             if route == AUTOGRAD and out is None:

@@ -447,7 +447,7 @@ def _as_float(value: Any, name: str) -> float:
         if math.isinf(result) and value != result:  # numpy.longdouble(1e400) rounds to inf
             raise ValueError(f"{name} is too large for a float64; got {_short(value)}")
         return result
-    _reject_tracer(value, name)
+    _reject_tracer(value, name, "Python number")
     raise TypeError(f"{name} must be a real number (int or float); got {type(value).__name__}")
 
 
@@ -459,7 +459,7 @@ def _as_int(value: Any, name: str) -> int:
     elif _is_number(value, numbers.Integral):
         value = int(value)
     else:
-        _reject_tracer(value, name)
+        _reject_tracer(value, name, "Python int")
         raise TypeError(f"{name} must be an integer; got {type(value).__name__}")
     if not -(2**63) <= value < 2**63:
         raise ValueError(f"{name} does not fit in int64; got {_short(value)}")
@@ -472,7 +472,7 @@ def _as_bool(value: Any, name: str) -> bool:
     numpy = sys.modules.get("numpy")
     if numpy is not None and isinstance(value, numpy.bool_):
         return bool(value)
-    _reject_tracer(value, name)
+    _reject_tracer(value, name, "Python bool")
     raise TypeError(f"{name} must be a bool; got {type(value).__name__}")
 
 
@@ -489,11 +489,11 @@ def _short(value: Any) -> str:
     return text if len(text) <= 40 else f"{text[:20]}...{text[-10:]}"
 
 
-def _reject_tracer(value: Any, name: str) -> None:
+def _reject_tracer(value: Any, name: str, kind: str) -> None:
     jax = sys.modules.get("jax")
     if jax is not None and isinstance(value, jax.core.Tracer):
         raise TypeError(
-            f"{name} must be a concrete Python number, not a traced JAX value: it is a "
+            f"{name} must be a concrete {kind}, not a traced JAX value: it is a "
             "compile-time attribute of the XLA call. Under jax.jit, close over it or mark it "
             "static (static_argnums)"
         )

@@ -46,7 +46,7 @@ class Dispatcher:
         x = inputs[0]
         adapter = _BY_TYPE.get(type(x)) or adapter_of(x, op.input_names[0])
         if len(inputs) > 1:
-            check_other_inputs(op, inputs)
+            check_other_inputs(op, inputs, adapter)
         return adapter.run(op, inputs, attrs, out)
 
     # [op_call.end]

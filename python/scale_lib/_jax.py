@@ -160,6 +160,15 @@ class JaxAdapter(Adapter):
             "Omit out= and use the returned array"
         )
 
+    def check_foreign(self, a: Any, arg_name: str, runner: Adapter) -> None:
+        if _is_tracer(a):
+            raise TypeError(
+                f"{arg_name} is a traced JAX value (under jax.jit, vmap, grad, ...), but this call "
+                f"runs on {runner.array_name} (its first input's framework), which cannot read it: "
+                "pass the first input as a JAX array"
+            )
+        _check_not_deleted(a, arg_name)
+
     def call(self, op: BoundOp, inputs: tuple[Any, ...], attrs: tuple[Any, ...], out: Any) -> Any:
         """Run ``op`` on JAX arrays through XLA; the library's checks, raised in Python."""
         problem = _version_problem()
@@ -177,16 +186,22 @@ class JaxAdapter(Adapter):
                 raise TypeError(
                     f"{spec.name} must be a JAX array like {op.input_names[0]}; got {type(t).__name__}"
                 )
-        if not op.spec.output.allocated_by_library:
-            self.register_targets()
-            result = call_directly(op, inputs, attrs)  # eager CPU calls: see _jax_eager
-            if result is not None:
-                return result
-        op.check_abstract(inputs)
-        _check_platform(op, inputs[0])
-        if op.spec.output.allocated_by_library:
-            return _call_eagerly(op, inputs, attrs)
-        return _compiled(op, _StaticAttrs(attrs))(*inputs)
+        try:
+            if not op.spec.output.allocated_by_library:
+                self.register_targets()
+                result = call_directly(op, inputs, attrs)  # eager CPU calls: see _jax_eager
+                if result is not None:
+                    return result
+            op.check_abstract(inputs)
+            _check_platform(op, inputs[0])
+            if op.spec.output.allocated_by_library:
+                return _call_eagerly(op, inputs, attrs)
+            return _compiled(op, _StaticAttrs(attrs))(*inputs)
+        except RuntimeError:  # JAX's own refusal (a deleted array): name the argument
+            for spec, t in zip(op.spec.inputs, inputs, strict=True):
+                if t is not None:
+                    _check_not_deleted(t, spec.name)
+            raise
 
     def adopt(self, result: Any) -> Any:
         return sys.modules["jax"].numpy.from_dlpack(result)
@@ -230,6 +245,11 @@ def _on_one_device(t: Any, arg_name: str) -> Any:
 
 def _is_tracer(x: Any) -> bool:
     return isinstance(x, sys.modules["jax"].core.Tracer)
+
+
+def _check_not_deleted(t: Any, arg_name: str) -> None:
+    if not _is_tracer(t) and t.is_deleted():
+        raise ValueError(f"{arg_name} is a deleted JAX array (its buffer was freed); pass a live array")
 
 
 def _check_platform(op: BoundOp, x: Any) -> None:

@@ -153,7 +153,10 @@ def _batchable(op: BoundOp, attrs: tuple[Any, ...], batch_ndim: int) -> Callable
 
 
 def _batch_of(inputs: Sequence[Any], batch_ndim: int) -> tuple[int, ...]:
-    return tuple(max(int(t.shape[d]) for t in inputs) for d in range(batch_ndim))
+    # An input unbatched under expand_dims has size 1 there; the batch may be any size, 0 too.
+    return tuple(
+        next((int(t.shape[d]) for t in inputs if int(t.shape[d]) != 1), 1) for d in range(batch_ndim)
+    )
 
 
 def _partition(
@@ -287,7 +290,7 @@ def _rule(op: BoundOp, batch_ndim: int, inputs: Sequence[Any]) -> _Rule | None:
                 own = dims[: t.ndim - batch_ndim]
             ins.append(batch_factors(t, tag) + own)
         kept = sharding.output_dims(ndim)
-        if kept[:-1] == list(range(ndim - 1)) and kept[-1] is None:
+        if kept and kept[:-1] == list(range(ndim - 1)) and kept[-1] is None:
             out = (*dims[:-1], "out_last")  # a last dimension of its own, whole: (..., d)
             whole += out[-1:]
         elif None in kept:

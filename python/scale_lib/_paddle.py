@@ -17,7 +17,7 @@ import sys
 import types
 from typing import Any
 
-from ._adapter import FRAMEWORK, LIBRARY, AllocatingAdapter
+from ._adapter import FRAMEWORK, LIBRARY, Adapter, AllocatingAdapter
 from ._bound_op import BoundOp
 from ._spec import Shape
 
@@ -45,7 +45,7 @@ class PaddleAdapter(AllocatingAdapter):
         if paddle is not None:
             _leave_out_of_to_static(paddle)
 
-    def route(self, op: BoundOp, inputs: tuple[Any, ...]) -> int:
+    def route(self, op: BoundOp, inputs: tuple[Any, ...], out: Any) -> int:
         paddle = sys.modules["paddle"]
         for t in inputs:  # refused by call(): see "Auto-parallel" and "Static graphs" below
             if isinstance(t, paddle.Tensor):
@@ -78,6 +78,21 @@ class PaddleAdapter(AllocatingAdapter):
             raise ValueError(
                 f"{arg_name} needs a gradient (stop_gradient=False); scale_lib does not write into "
                 f"it. Write into {arg_name}.detach() to update its values"
+            )
+
+    def check_foreign(self, a: Any, arg_name: str, runner: Adapter) -> None:
+        paddle = sys.modules["paddle"]
+        if not isinstance(a, paddle.Tensor):  # a static-graph value, which holds no data
+            raise TypeError(
+                f"{arg_name} is a Paddle static-graph value ({type(a).__name__}), but this call "
+                f"runs on {runner.array_name} (its first input's framework): pass the first input "
+                "as a paddle.Tensor"
+            )
+        if not a.stop_gradient and paddle.is_grad_enabled():
+            raise ValueError(
+                f"{arg_name} needs a gradient (stop_gradient=False), but this call runs on "
+                f"{runner.array_name} (its first input's framework), whose result would drop it: "
+                f"pass the first input as a paddle.Tensor, or {arg_name}.detach()"
             )
 
     def written(self, out: Any) -> None:

@@ -27,13 +27,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._adapter import AUTOGRAD, FRAMEWORK, LIBRARY, AllocatingAdapter
+from ._adapter import AUTOGRAD, FRAMEWORK, LIBRARY, Adapter, AllocatingAdapter
 from ._bound_op import BoundOp, check_layout, check_overlap
 from ._spec import Shape
 
 try:
     import torch
     import torch.autograd.forward_ad as _forward_ad
+    from torch._subclasses.fake_tensor import DynamicOutputShapeException
 
     from . import _torch_autograd, _torch_batching
     from ._torch_dtensor import PENDING_STRATEGIES, add_strategies, before_custom_op_call
@@ -111,7 +112,7 @@ class TorchAdapter(AllocatingAdapter):
         return None if torch is None else torch.Tensor
 
     # [torch_route.begin]
-    def route(self, op: BoundOp, inputs: tuple[Any, ...]) -> int:
+    def route(self, op: BoundOp, inputs: tuple[Any, ...], out: Any) -> int:
         # Every eager call runs this, so it is a plain loop of cheap checks.
         # torch.compile tracing a call whose arguments are not all tensors (the dispatcher sends
         # the others to traced_call): put the op in its graph.
@@ -134,6 +135,13 @@ class TorchAdapter(AllocatingAdapter):
                     needs_grad = True
             elif isinstance(t, _Tensor):  # FakeTensor, FunctionalTensor, DTensor, ...
                 return FRAMEWORK
+        if (
+            out is not None
+            and type(out) is not _Tensor
+            and type(out) is not _Parameter
+            and isinstance(out, _Tensor)
+        ):
+            return FRAMEWORK  # a subclass's own dispatch writes it (DTensor: each shard)
         # Plain tensors that need a gradient: autograd must see the call, nothing else must.
         # (An integer result, indices, has no gradient.)
         return AUTOGRAD if needs_grad and op.output_has_gradient and _grad_enabled() else LIBRARY
@@ -187,6 +195,9 @@ class TorchAdapter(AllocatingAdapter):
         functional, out_variant = self._custom_ops[op.name]
         if out is None:
             if _dynamo_compiling():  # the op in torch.compile's graph; autograd is AOTAutograd's
+                if not op.takes_out and not _graph_takes_data_dependent_sizes():
+                    # A graph break, as at torch.nonzero: the call runs eagerly, outside dynamo.
+                    return _outside_dynamo(self.callers[op.name], *inputs, *attrs)
                 return functional(*inputs, *attrs)
             return self.callers[op.name](*inputs, *attrs)
         if _grad_enabled() and any(getattr(t, "requires_grad", False) for t in inputs):
@@ -203,11 +214,45 @@ class TorchAdapter(AllocatingAdapter):
                 f"{arg_name} requires grad (a Parameter or a tensor autograd tracks); scale_lib does "
                 f"not write into it. Write into {arg_name}.detach() to update its values"
             )
-        # (Traced by torch.compile, the out= custom op checks it when it runs.)
-        if not _dynamo_compiling() and out.is_neg():
+        # (Traced by torch.compile, the out= custom op checks these when it runs.)
+        if _dynamo_compiling():
+            return
+        if out.is_neg():
             raise ValueError(
                 f"{arg_name} is a lazily negated view (negative bit set, e.g. x.conj().imag); pass "
                 "a tensor without it"
+            )
+        if out.is_inference() and not torch.is_inference_mode_enabled():
+            raise ValueError(
+                f"{arg_name} is an inference tensor (made under torch.inference_mode()), which "
+                "PyTorch allows to be written only inside inference mode: write into it there, or "
+                f"into {arg_name}.clone()"
+            )
+        if _forward_ad._current_level >= 0 and _forward_ad.unpack_dual(out).tangent is not None:
+            raise TypeError(
+                f"{arg_name} is a forward-mode dual tensor: out= would leave its tangent stale. Call "
+                "without out= and use the result"
+            )
+
+    def check_foreign(self, a: Any, arg_name: str, runner: Adapter) -> None:
+        if type(a) is not _Tensor and type(a) is not _Parameter:
+            raise TypeError(
+                f"{arg_name} is a {type(a).__name__} (a torch.Tensor subclass), which only "
+                f"PyTorch's dispatcher can run, but this call runs on {runner.array_name} (its first "
+                "input's framework): pass the first input as a torch.Tensor, or a plain tensor"
+            )
+        _check_not_escaped(a, arg_name)
+        if torch._C._functorch.is_functorch_wrapped_tensor(a):
+            raise TypeError(
+                f"{arg_name} is a torch.func transform's tensor (vmap, grad, jvp, ...), but this "
+                f"call runs on {runner.array_name} (its first input's framework), which the "
+                "transform cannot see: pass the first input as a torch.Tensor"
+            )
+        if (a.requires_grad and _grad_enabled()) or _torch_autograd.has_tangent((a,)):
+            raise ValueError(
+                f"{arg_name} requires grad (or has a forward-mode tangent), but this call runs on "
+                f"{runner.array_name} (its first input's framework), whose result would drop the "
+                f"gradient: pass the first input as a torch.Tensor, or {arg_name}.detach()"
             )
 
     def written(self, out: Any) -> None:
@@ -257,6 +302,20 @@ class TorchAdapter(AllocatingAdapter):
 
 
 ADAPTER = TorchAdapter()
+
+if torch is not None:
+
+    @torch._dynamo.assume_constant_result
+    def _graph_takes_data_dependent_sizes() -> bool:
+        """Whether the graph torch.compile traces may hold an op whose result size depends on
+        the data (fullgraph=True, or capture_dynamic_output_shape_ops); read while it traces."""
+        context = torch._guards.TracingContext.try_get()
+        shape_env = None if context is None else context.fake_mode.shape_env
+        return shape_env is not None and shape_env.allow_dynamic_output_shape_ops
+
+    @torch._dynamo.disable
+    def _outside_dynamo(function: Any, *args: Any) -> Any:
+        return function(*args)
 
 
 def _check_fake(op: BoundOp, args: tuple[Any, ...], out: Any = None) -> None:
@@ -311,6 +370,8 @@ def _define(op: BoundOp) -> None:
             # The length depends on the data: an unbacked symbolic size.
             try:
                 size = torch.library.get_ctx().new_dynamic_size()
+            except DynamicOutputShapeException:  # torch.compile without them: a graph break
+                raise
             except RuntimeError:  # no fake mode: meta tensors, which have no data
                 raise ValueError(
                     f"{spec.inputs[0].name} is a meta tensor, which has no data, and the size of "
@@ -350,7 +411,21 @@ def _define(op: BoundOp) -> None:
                 if t is not None and torch._C._is_alias_of(out, t):
                     check_overlap(op, name, _layout(out), _layout(t))
 
+        def math_bits_out(out: Any, *args: Any) -> None:
+            # PyTorch's fallback for lazily negated or conjugated views cannot run an op that
+            # returns nothing: such an out is refused here, such inputs resolved (as it would).
+            if out.is_conj():
+                raise ValueError(
+                    "out is a lazily conjugated view (conjugate bit set, e.g. x.conj()); pass a "
+                    "tensor without it"
+                )
+            ADAPTER.check_out(out, "out")
+            resolved = (a.resolve_neg().resolve_conj() if isinstance(a, torch.Tensor) else a for a in args)
+            getattr(getattr(torch.ops, NAMESPACE), f"{op.name}_out")(out, *resolved)
+
         torch.library.impl(f"{qualname}_out", devices, out_variant, lib=_library)
+        for math_bit in ("Negative", "Conjugate"):
+            _library.impl(f"{op.name}_out", math_bits_out, math_bit)
         torch.library.register_fake(f"{qualname}_out", fake_out, lib=_library)
 
     torch.library.impl(qualname, devices, functional, lib=_library)

@@ -57,6 +57,9 @@ def _rule(op: BoundOp, functional: Any) -> Any:
                 for t, b, feature in zip(moved, batched, sharding.per_feature, strict=True)
             )
             return functional(*folded, *attrs), 0
+        if size == 0:  # no example to run: the fake implementation gives one's result
+            example = functional(*(_meta_example(t, b) for t, b in zip(moved, batched, strict=True)), *attrs)
+            return moved[0].new_empty((0, *example.shape), dtype=example.dtype), 0
         results = [
             functional(*(t[i] if b else t for t, b in zip(moved, batched, strict=True)), *attrs)
             for i in range(size)
@@ -80,3 +83,10 @@ def _folds(op: BoundOp, sharding: Any, batched: tuple[bool, ...], moved: tuple[A
     # Every leading dimension of x is a leading dimension of the output, in order: the batch
     # stays one. An output summed over rows (a weight gradient) would sum over the batch too.
     return ndim >= 1 and kept[: ndim - 1] == list(range(ndim - 1))
+
+
+def _meta_example(t: Any, batched: bool) -> Any:
+    """One example of input ``t`` (batch first where ``batched``) as a meta tensor (no data)."""
+    if t is None:
+        return None
+    return torch.empty(t.shape[1:] if batched else t.shape, dtype=t.dtype, device="meta")
