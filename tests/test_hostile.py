@@ -465,6 +465,16 @@ def test_torch_out_requiring_grad_is_refused_on_every_path(spec: OpSpec, grad_mo
     torch.testing.assert_close(param.detach(), like)
 
 
+def _out_paths(spec: OpSpec, inputs: list[Any], out: Any) -> dict[str, Any]:
+    """The calls that write ``out``: the public one and the out= custom op itself."""
+    torch = _need("torch")
+    custom_op = getattr(torch.ops.scale_lib, f"{spec.name}_out")
+    return {
+        "public": lambda: call(spec, inputs, out=out),
+        "custom op": lambda: custom_op(out, *inputs, *attrs_of(spec)),
+    }
+
+
 @pytest.mark.parametrize("spec", ops(has_out))
 def test_torch_inference_tensor_out_is_written_only_in_inference_mode(spec: OpSpec) -> None:
     # PyTorch's rule for its own in-place ops: an inference tensor is written only inside
@@ -474,10 +484,7 @@ def test_torch_inference_tensor_out_is_written_only_in_inference_mode(spec: OpSp
     like = call(spec, inputs)
     with torch.inference_mode():
         out = torch.full_like(like, float("nan"))
-    paths = {
-        "public": lambda: call(spec, inputs, out=out),
-        "custom op": lambda: getattr(torch.ops.scale_lib, f"{spec.name}_out")(out, *inputs, *attrs_of(spec)),
-    }
+    paths = _out_paths(spec, inputs, out)
     for path, run in paths.items():
         with pytest.raises(ValueError, match=r"^out is an inference tensor"):
             run()
@@ -499,10 +506,7 @@ def test_torch_dual_tensor_out_is_refused(spec: OpSpec) -> None:
     like = call(spec, inputs)
     with fwAD.dual_level():
         out = fwAD.make_dual(torch.full_like(like, float("nan")), torch.ones_like(like))
-        for run in (
-            lambda: call(spec, inputs, out=out),
-            lambda: getattr(torch.ops.scale_lib, f"{spec.name}_out")(out, *inputs, *attrs_of(spec)),
-        ):
+        for run in _out_paths(spec, inputs, out).values():
             with pytest.raises(TypeError, match=r"^out is a forward-mode dual tensor"):
                 run()
             assert torch.isnan(fwAD.unpack_dual(out).primal).all()
@@ -521,6 +525,12 @@ def test_torch_subclass_out_is_written_through_its_own_dispatch(spec: OpSpec) ->
     assert call(spec, inputs, out=out) is out
     torch.testing.assert_close(out.a, like, rtol=0, atol=0)
     torch.testing.assert_close(out.b, like, rtol=0, atol=0)
+    # autograd sees the write into the wrapper: a tensor saved for backward and written since
+    weight = torch.ones_like(like).requires_grad_()
+    loss = (out * weight).sum()
+    call(spec, inputs, out=out)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()
     numpy_inputs = [t.numpy() for t in inputs]
     with pytest.raises(TypeError, match=r"^out is a TwoTensor \(a torch\.Tensor subclass\)"):
         call(spec, numpy_inputs, out=out)
@@ -599,58 +609,63 @@ def test_torch_x_requiring_grad_with_inputs_of_other_frameworks(spec: OpSpec, ot
         torch.testing.assert_close(x.grad, reference_x.grad)
 
 
-@pytest.mark.parametrize("first", ["numpy", "jax", "paddle"])
+def _needing_gradient(framework: str, a: np.ndarray) -> tuple[Any, str, Any]:
+    """``a`` as an array of ``framework`` that needs a gradient; how a refusal words it; the
+    context in which no gradient is wanted."""
+    if framework == "torch":
+        torch = _need("torch")
+        return torch.from_numpy(a).requires_grad_(), r"requires grad .*as a torch\.Tensor", torch.no_grad()
+    paddle = _need("paddle")
+    return (
+        paddle.to_tensor(a, stop_gradient=False),
+        r"needs a gradient .*as a paddle\.Tensor",
+        paddle.no_grad(),
+    )
+
+
+@pytest.mark.parametrize(
+    ("first", "later"),
+    [(f, later) for later in ("torch", "paddle") for f in ("numpy", "jax", "torch", "paddle") if f != later],
+)
 @pytest.mark.parametrize("spec", ops(lambda s: len(s.inputs) > 1))
-def test_a_later_torch_input_needing_a_gradient_is_refused_by_another_framework(
-    spec: OpSpec, first: str
+def test_a_later_input_needing_a_gradient_is_refused_by_another_framework(
+    spec: OpSpec, first: str, later: str
 ) -> None:
     # The first input's framework runs the call and reads the others as memory: a gradient
-    # that a later input needs would be dropped without a word.
-    torch = _need("torch")
+    # that a later input needs would be dropped without a word. (A JAX call takes only JAX
+    # arrays: its refusal comes first, since detaching would not do.)
     data = example(spec)
     for i in range(1, len(data)):
-        inputs = [_foreign(first, data[0]), *(torch.from_numpy(a) for a in data[1:])]
-        inputs[i] = torch.from_numpy(data[i]).requires_grad_()
-        name = spec.inputs[i].name
-        with pytest.raises(
-            ValueError, match=rf"^{name} requires grad .*pass the first input as a torch\.Tensor"
-        ):
+        inputs = [_foreign(first, a) for a in data]
+        inputs[i], wording, no_grad = _needing_gradient(later, data[i])
+        if first == "jax":
+            with pytest.raises(TypeError, match=r"must be a JAX array like"):
+                call(spec, inputs)
+            continue
+        with pytest.raises(ValueError, match=rf"^{spec.inputs[i].name} {wording}"):
             call(spec, inputs)
-        with torch.no_grad():  # no gradient wanted: it is only memory (JAX takes only its own)
-            if first == "jax":
-                with pytest.raises(TypeError, match=r"must be a JAX array like"):
-                    call(spec, inputs)
-            else:
-                result = call(spec, inputs)
-                np.testing.assert_allclose(np.asarray(result), call(spec, data), rtol=1e-6)
-        import torch.autograd.forward_ad as fwAD
+        with no_grad:  # no gradient wanted: it is only memory
+            result = call(spec, inputs)
+        np.testing.assert_allclose(np.asarray(result), call(spec, data), rtol=1e-6)
 
+
+@pytest.mark.parametrize("first", ["numpy", "paddle"])
+@pytest.mark.parametrize("spec", ops(lambda s: len(s.inputs) > 1))
+def test_a_later_torch_dual_tensor_is_refused_by_another_framework(spec: OpSpec, first: str) -> None:
+    torch = _need("torch")
+    import torch.autograd.forward_ad as fwAD
+
+    data = example(spec)
+    for i in range(1, len(data)):
+        inputs = [_foreign(first, a) for a in data]
         with fwAD.dual_level():
             inputs[i] = fwAD.make_dual(
                 torch.from_numpy(data[i]), torch.ones(data[i].shape, dtype=torch.float32)
             )
-            with pytest.raises(ValueError, match=rf"^{name} requires grad \(or has a forward-mode tangent\)"):
+            with pytest.raises(
+                ValueError, match=rf"^{spec.inputs[i].name} requires grad \(or has a forward-mode tangent\)"
+            ):
                 call(spec, inputs)
-
-
-@pytest.mark.parametrize("first", ["numpy", "torch"])
-@pytest.mark.parametrize("spec", ops(lambda s: len(s.inputs) > 1))
-def test_a_later_paddle_input_needing_a_gradient_is_refused_by_another_framework(
-    spec: OpSpec, first: str
-) -> None:
-    paddle = _need("paddle")
-    data = example(spec)
-    for i in range(1, len(data)):
-        inputs = [_foreign(first, a) for a in data]
-        inputs[i] = paddle.to_tensor(data[i], stop_gradient=False)
-        name = spec.inputs[i].name
-        with pytest.raises(
-            ValueError, match=rf"^{name} needs a gradient .*pass the first input as a paddle\.Tensor"
-        ):
-            call(spec, inputs)
-        with paddle.no_grad():  # no gradient wanted: it is only memory
-            result = call(spec, inputs)
-        np.testing.assert_allclose(np.asarray(result), call(spec, data), rtol=1e-6)
 
 
 @pytest.mark.parametrize("first", ["numpy", "torch"])
@@ -723,6 +738,28 @@ def test_jax_attribute_bounds_are_checked_in_python(spec: OpSpec) -> None:
             call(spec, inputs, bad)
         with pytest.raises(ValueError, match=f"^{a.name} must be"):
             jax.jit(lambda *t, bad=bad: call(spec, list(t), bad))(*inputs)
+
+
+_CONCRETE = {float: "Python number", int: "Python int", bool: "Python bool"}
+
+
+@pytest.mark.parametrize("spec", ops(lambda s: bool(s.attrs) and not s.output.allocated_by_library))
+def test_jax_traced_attributes_are_refused_by_name_and_type(spec: OpSpec) -> None:
+    # A scalar attribute is a compile-time constant of the XLA call: a traced one is refused
+    # with what it must be, never a JAX error about concretisation.
+    jax = _need("jax")
+    _need("jax_tvm_ffi")
+    inputs = [jax.numpy.asarray(a) for a in example(spec)]
+    attrs = attrs_of(spec)
+    for j, a in enumerate(spec.attrs):
+
+        def f(value: Any, j: int = j) -> Any:
+            return call(spec, inputs, (*attrs[:j], value, *attrs[j + 1 :]))
+
+        with pytest.raises(
+            TypeError, match=f"^{a.name} must be a concrete {_CONCRETE[a.type]}, not a traced"
+        ):
+            jax.jit(f)(attrs[j])
 
 
 def _batchings(n: int) -> list[tuple[int | None, ...]]:

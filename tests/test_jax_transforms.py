@@ -222,6 +222,47 @@ def test_reverse_mode_runs_the_declared_vjp(
         np.testing.assert_allclose(np.asarray(h), np.asarray(g), rtol=1e-12, atol=1e-15)
 
 
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize(("case", "absent"), _variants())
+def test_reverse_mode_of_a_vmap_matches_a_loop(case, absent, shape: tuple[int, ...]) -> None:
+    # jax.grad of a function that maps the op over a batch (the order per-example losses take):
+    # the batched linearization is transposed into the declared vjp, mapped over the batch.
+    f, _, _ = _problem(case, absent, shape=shape)
+    batch = [_problem(case, absent, seed, shape)[1] for seed in (1, 2, 3)]
+    n = len(batch[0])
+    argnums = tuple(range(n))
+
+    def loss(*arrays: Any) -> Any:
+        return jnp.sum(jnp.sin(f(*arrays)))
+
+    for in_axes in {(0,) * n, (0,) + (None,) * (n - 1)}:  # every input batched; only x
+        args = tuple(
+            jnp.stack([b[i] for b in batch]) if axis == 0 else batch[0][i] for i, axis in enumerate(in_axes)
+        )
+
+        def total(*arrays: Any, in_axes: tuple[Any, ...] = in_axes) -> Any:
+            return jnp.sum(jax.vmap(loss, in_axes=in_axes)(*arrays))
+
+        if _op(case).spec.vjp is None:
+            with pytest.raises(TypeError, match=_names(case.name)):
+                jax.grad(total, argnums=argnums)(*args)
+            return
+        per_example = [
+            jax.grad(loss, argnums=argnums)(
+                *(args[i][k] if axis == 0 else args[i] for i, axis in enumerate(in_axes))
+            )
+            for k in range(len(batch))
+        ]
+        for got in (
+            jax.grad(total, argnums=argnums)(*args),
+            jax.jit(jax.grad(total, argnums=argnums))(*args),
+        ):
+            for i, axis in enumerate(in_axes):
+                parts = [g[i] for g in per_example]
+                expected = np.stack(parts) if axis == 0 else np.sum(parts, axis=0)
+                _close(got[i], expected, f"jax.grad of jax.vmap in argument {i}, in_axes {in_axes}")
+
+
 # ---------------------------------------------------------------------------------------------
 # Ops that declare one derivative, or none (what a fork may declare)
 # ---------------------------------------------------------------------------------------------

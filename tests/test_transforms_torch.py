@@ -223,38 +223,43 @@ def _loop(spec: OpSpec, inputs: list[Any], in_dims: tuple[Any, ...], batch: int)
     )
 
 
+BATCHABLE = [pytest.param(s, id=s.name) for s in OPS if not s.output.allocated_by_library]
+
+
+def _each_and_all(n: int) -> set[tuple[bool, ...]]:
+    """Which of ``n`` inputs are batched: each alone, and all."""
+    return {tuple(i == j for i in range(n)) for j in range(n)} | {(True,) * n}
+
+
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize(
-    "spec", [pytest.param(s, id=s.name) for s in OPS if not s.output.allocated_by_library]
-)
+@pytest.mark.parametrize("spec", BATCHABLE)
 def test_vmap_over_any_inputs_matches_a_loop(spec: OpSpec, device: str) -> None:
     _need_device(device, spec)
-    n = len(spec.inputs)
-    for which in {tuple(i == j for i in range(n)) for j in range(n)} | {(True,) * n}:
+    for which in _each_and_all(len(spec.inputs)):
         inputs, in_dims = _batched(spec, 3, which, device)
         result = torch.func.vmap(lambda *a: _call(spec, *a), in_dims=in_dims)(*inputs)
-        torch.testing.assert_close(result, _loop(spec, inputs, in_dims, 3))
-
-
-@pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize(
-    "spec", [pytest.param(s, id=s.name) for s in OPS if not s.output.allocated_by_library]
-)
-def test_vmap_over_a_batch_of_none_is_an_empty_result(spec: OpSpec, device: str) -> None:
-    # A batch of 0 has no example to run (a per-example loop would stack nothing).
-    _need_device(device, spec)
-    n = len(spec.inputs)
-    inputs = _inputs(spec, device=device)
-    example = _call(spec, *inputs)
-    for which in {tuple(i == j for i in range(n)) for j in range(n)} | {(True,) * n}:
-        batched = [t.new_empty((0, *t.shape)) if b else t for t, b in zip(inputs, which, strict=True)]
-        in_dims = tuple(0 if b else None for b in which)
-        result = torch.func.vmap(lambda *a: _call(spec, *a), in_dims=in_dims)(*batched)
+        expected = _loop(spec, inputs, in_dims, 3)
+        torch.testing.assert_close(result, expected)
+        # The batch in the last dimension: each example a strided view
+        last = [t.movedim(0, -1).contiguous() if d == 0 else t for t, d in zip(inputs, in_dims, strict=True)]
+        in_last = tuple(-1 if d == 0 else None for d in in_dims)
+        torch.testing.assert_close(
+            torch.func.vmap(lambda *a: _call(spec, *a), in_dims=in_last)(*last), expected
+        )
+        # A batch of 0 has no example to run (a per-example loop would stack nothing).
+        empty = [t[:0] if d == 0 else t for t, d in zip(inputs, in_dims, strict=True)]
+        result = torch.func.vmap(lambda *a: _call(spec, *a), in_dims=in_dims)(*empty)
         assert (result.shape, result.dtype, result.device) == (
-            (0, *example.shape),
-            example.dtype,
-            example.device,
+            (0, *expected.shape[1:]),
+            expected.dtype,
+            expected.device,
         ), which
+    if len(spec.inputs) > 1:  # the device check, which a call on one example would make
+        inputs, _ = _batched(spec, 3, (True,) * len(spec.inputs), device)
+        inputs = [t[:0] for t in inputs]
+        inputs[-1] = inputs[-1].to("meta")
+        with pytest.raises(ValueError, match="every array must be on one device"):
+            torch.func.vmap(lambda *a: _call(spec, *a))(*inputs)
 
 
 @pytest.mark.parametrize("spec", [p for p in CPU_OPS if p.values[0].output.allocated_by_library])
@@ -276,13 +281,22 @@ def _jacobian_reference(spec: OpSpec, inputs: list[Any]) -> Any:
     return torch.autograd.functional.jacobian(lambda x: _call(spec, x, *inputs[1:]), inputs[0])
 
 
+def _in(spec: OpSpec, inputs: list[Any], i: int) -> Any:
+    """The op as a function of its input ``i``, the others fixed."""
+    return lambda t: _call(spec, *inputs[:i], t, *inputs[i + 1 :])
+
+
+@pytest.mark.parametrize("shape", [(4,), X_SHAPE], ids=str)
 @pytest.mark.parametrize("spec", DIFFERENTIABLE)
-def test_batched_reverse_mode_matches_one_row_at_a_time(spec: OpSpec) -> None:
+def test_batched_reverse_mode_matches_one_row_at_a_time(spec: OpSpec, shape: tuple[int, ...]) -> None:
+    inputs = _inputs(spec, shape)
+    for i in range(len(inputs)):  # in each input: a 1-D x's weight gradient sums one row
+        f = _in(spec, inputs, i)
+        expected = torch.autograd.functional.jacobian(f, inputs[i])  # one output element at a time
+        torch.testing.assert_close(torch.autograd.functional.jacobian(f, inputs[i], vectorize=True), expected)
+        torch.testing.assert_close(torch.func.jacrev(f)(inputs[i]), expected)
     inputs = _inputs(spec)
-    expected = _jacobian_reference(spec, inputs)
-    f = lambda x: _call(spec, x, *inputs[1:])  # noqa: E731
-    torch.testing.assert_close(torch.autograd.functional.jacobian(f, inputs[0], vectorize=True), expected)
-    torch.testing.assert_close(torch.func.jacrev(f)(inputs[0]), expected)
+    f = _in(spec, inputs, 0)
     # is_grads_batched: one backward per batch element of the incoming gradient.
     x = inputs[0].clone().requires_grad_(True)
     y = f(x)

@@ -73,7 +73,7 @@ def check_other_inputs(op: BoundOp, inputs: tuple[Any, ...], runner: Adapter) ->
                 raise TypeError(f"{spec.name} must be an array; got None")
             continue
         adapter = _BY_TYPE.get(type(t)) or adapter_of(t, spec.name)
-        if adapter is not runner:
+        if adapter is not runner and runner.reads_other_frameworks:
             adapter.check_foreign(t, spec.name, runner)
 
 
@@ -83,6 +83,9 @@ class Adapter:
     name = "unknown"
     module = ""  # the import name of the framework; arrays are recognised only once it is imported
     array_name = ""  # how an error message names the framework's array class
+    # Whether a call whose first input is this framework's reads other frameworks' arrays (as
+    # plain memory, each checked by its own adapter); JAX takes only its own, and refuses others.
+    reads_other_frameworks = True
 
     def array_type(self) -> type | None:
         """The framework's array class, or None when the framework is not imported (then no
@@ -136,7 +139,8 @@ class Adapter:
         out_adapter = adapter_of(out, "out")
         if out_adapter is not self:
             out_adapter.check_out(out, "out")
-            out_adapter.check_foreign(out, "out", self)
+            if self.reads_other_frameworks:
+                out_adapter.check_foreign(out, "out", self)
         return out_adapter
 
     def check_out(self, out: Any, arg_name: str) -> None:

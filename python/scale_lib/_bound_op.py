@@ -292,6 +292,16 @@ def _without_leading_ones(shape: Shape) -> Shape:
     return shape[first:] if len(shape) - first >= 1 else shape[-1:]
 
 
+def check_one_device(op: BoundOp, devices: list[tuple[str, Any]]) -> None:
+    """The library's refusal of arrays on several devices, for arrays it never sees (fake and
+    meta tensors); ``devices``: (argument name, device) of each array given."""
+    if len({device for _, device in devices}) > 1:
+        raise ValueError(
+            f"{op.name}: every array must be on one device; got "
+            + ", ".join(f"{name} on {device}" for name, device in devices)
+        )
+
+
 def check_layout(arg_name: str, shape: Shape, strides: Shape, rows: bool) -> None:
     """The library's layout rule for an abstract array with element ``strides``: contiguous, or
     with ``rows``, rows of contiguous elements evenly spaced (``x[:, :hidden]``)."""

@@ -89,6 +89,7 @@ def _version_problem() -> str | None:
 class JaxAdapter(Adapter):
     name = module = "jax"
     array_name = "jax.Array"
+    reads_other_frameworks = False  # every input of a JAX call is a JAX array (call)
 
     def __init__(self) -> None:
         self._ops: list[BoundOp] = []

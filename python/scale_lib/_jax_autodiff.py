@@ -9,7 +9,9 @@ evaluates it with the op's jvp. Reverse mode (``jax.grad``, ``jax.vjp``) lineari
 that primitive and transposes it, and its transpose is the op's vjp: the backward kernels run,
 not a transposition of the jvp's math. The primitive's own derivative (a second derivative)
 differentiates the jvp in the inputs, so it exists exactly where the ops the jvp is written with
-have derivatives; the vjp, written with ops too, is differentiated the same way.
+have derivatives; the vjp, written with ops too, is differentiated the same way. Under
+``jax.vmap`` the primitive stays itself, over one more leading dimension of every operand, so
+that ``jax.grad`` of a vmapped function still transposes it into the vjp (mapped over the batch).
 
 Where a piece has no derivative the refusal is a ``TypeError`` naming the op that lacks it:
 an op without a jvp refuses forward mode when the tangent is computed (``BoundOp.refuse_jvp``), one
@@ -84,10 +86,11 @@ def _symbolic_zero(out: Any) -> Any:
 # ---------------------------------------------------------------------------------------------
 # The linearized op: operands (*present inputs, out, *present tangents)
 # ---------------------------------------------------------------------------------------------
-def _linearized(op: BoundOp, attrs: Any, inputs: tuple[Any, ...], out: Any, tangents: tuple[Any, ...]) -> Any:
-    """The output's tangent, ``tangents`` one per input (``None``: zero or absent)."""
-    import jax
-
+def _linearized(
+    op: BoundOp, attrs: Any, inputs: tuple[Any, ...], out: Any, tangents: tuple[Any, ...], batch: int = 0
+) -> Any:
+    """The output's tangent, ``tangents`` one per input (``None``: zero or absent); every
+    operand has ``batch`` leading vmap dimensions (see :func:`_batch`)."""
     present = tuple(x is not None for x in inputs)
     perturbed = tuple(t is not None for t in tangents)
     operands = (
@@ -95,12 +98,28 @@ def _linearized(op: BoundOp, attrs: Any, inputs: tuple[Any, ...], out: Any, tang
         out,
         *(t for t in tangents if t is not None),
     )
+    return _bind(operands, op=op, attrs=attrs, present=present, perturbed=perturbed, batch=batch)
+
+
+def _bind(operands: Sequence[Any], **params: Any) -> Any:
+    """The primitive on ``operands``, with the op's jvp traced for their types."""
+    import jax
+
+    op = params["op"]
     jvp = None
     if op.has_jvp:
         avals = tuple(jax.typeof(x) for x in operands)
-        jvp = _traced_jvp(op, attrs, present, perturbed, avals)
-    params = {"op": op, "attrs": attrs, "present": present, "perturbed": perturbed, "jvp": jvp}
-    return _primitive().bind(*operands, **params)
+        jvp = _traced_jvp(op, params["attrs"], params["present"], params["perturbed"], avals, params["batch"])
+    return _primitive().bind(*operands, **params, jvp=jvp)
+
+
+def _over_batch(f: Callable[..., Any], batch: int) -> Callable[..., Any]:
+    """``f`` of one example, mapped over ``batch`` leading dimensions of every argument."""
+    import jax
+
+    for _ in range(batch):
+        f = jax.vmap(f)
+    return f
 
 
 def _unpack(
@@ -115,12 +134,18 @@ def _unpack(
 
 
 def _evaluate(
-    operands: Sequence[Any], *, op: BoundOp, attrs: Any, present: Any, perturbed: Any, jvp: Any
+    operands: Sequence[Any], *, op: BoundOp, attrs: Any, present: Any, perturbed: Any, batch: int, jvp: Any
 ) -> Any:
     """The tangent, computed by the op's jvp (what forward mode runs); refused without one."""
     if jvp is None:
         op.refuse_jvp()
-    return _tangent(op, attrs, present, perturbed, operands)
+    return _batched_tangent(op, attrs, present, perturbed, batch, operands)
+
+
+def _batched_tangent(
+    op: BoundOp, attrs: Any, present: Any, perturbed: Any, batch: int, operands: Sequence[Any]
+) -> Any:
+    return _over_batch(lambda *o: _tangent(op, attrs, present, perturbed, o), batch)(*operands)
 
 
 def _tangent(op: BoundOp, attrs: Any, present: Any, perturbed: Any, operands: Sequence[Any]) -> Any:
@@ -132,7 +157,9 @@ def _tangent(op: BoundOp, attrs: Any, present: Any, perturbed: Any, operands: Se
 
 
 @functools.lru_cache(maxsize=256)
-def _traced_jvp(op: BoundOp, attrs: Any, present: Any, perturbed: Any, avals: tuple[Any, ...]) -> Any:
+def _traced_jvp(
+    op: BoundOp, attrs: Any, present: Any, perturbed: Any, avals: tuple[Any, ...], batch: int
+) -> Any:
     """The op's jvp as a jaxpr, a parameter of the primitive, so that JAX's passes over a
     program see the ops inside the tangent map as they see those inside any call (XLA must be
     given devices to lower the ops' partitioning rules; a primitive it cannot see into would be
@@ -140,7 +167,9 @@ def _traced_jvp(op: BoundOp, attrs: Any, present: Any, perturbed: Any, avals: tu
     import jax
 
     specs = (jax.ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type) for a in avals)
-    return jax.make_jaxpr(lambda *operands: _tangent(op, attrs, present, perturbed, operands))(*specs)
+    return jax.make_jaxpr(lambda *operands: _batched_tangent(op, attrs, present, perturbed, batch, operands))(
+        *specs
+    )
 
 
 @functools.cache
@@ -176,6 +205,7 @@ def _jvp(primals: Sequence[Any], tangents: Sequence[Any], **params: Any) -> tupl
     from jax.interpreters import ad
 
     y = _primitive().bind(*primals, **params)
+    params = {k: v for k, v in params.items() if k != "jvp"}
     n = sum(params["present"]) + 1
     fixed, dfixed = primals[:n], tangents[:n]
     ts, dts = primals[n:], iter(tangents[n:])
@@ -185,11 +215,16 @@ def _jvp(primals: Sequence[Any], tangents: Sequence[Any], **params: Any) -> tupl
     kept = tuple(None if d is None or type(d) is ad.Zero else d for d in dts_full)
     if any(d is not None for d in kept):
         inputs, out, _ = _unpack((*fixed, *ts), params["present"], params["perturbed"])
-        parts.append(_linearized(params["op"], params["attrs"], tuple(inputs), out, kept))
+        parts.append(_linearized(params["op"], params["attrs"], tuple(inputs), out, kept, params["batch"]))
     if any(type(d) is not ad.Zero for d in dfixed):
+        op = params["op"]
 
         def tangent_of(*fixed_: Any) -> Any:
-            return _evaluate((*fixed_, *ts), **params)
+            if not op.has_jvp:
+                op.refuse_jvp()
+            return _batched_tangent(
+                op, params["attrs"], params["present"], params["perturbed"], params["batch"], (*fixed_, *ts)
+            )
 
         _, d = jax.jvp(tangent_of, tuple(fixed), tuple(ad.instantiate_zeros(d) for d in dfixed))
         parts.append(d)
@@ -199,7 +234,7 @@ def _jvp(primals: Sequence[Any], tangents: Sequence[Any], **params: Any) -> tupl
 
 
 def _transpose(
-    ct: Any, *operands: Any, op: BoundOp, attrs: Any, present: Any, perturbed: Any, jvp: Any
+    ct: Any, *operands: Any, op: BoundOp, attrs: Any, present: Any, perturbed: Any, batch: int, jvp: Any
 ) -> list[Any]:
     """Reverse mode: the op's vjp of the output's cotangent, for each tangent operand."""
     from jax.interpreters import ad
@@ -213,8 +248,13 @@ def _transpose(
     if op.spec.vjp is None:
         raise TypeError(_no_vjp(op))
     inputs, out, _ = _unpack((*fixed, *ts), present, perturbed)
-    grads = op.vjp(ct, out, inputs, tuple(attrs))
-    wanted = [g for g, p in zip(grads, perturbed, strict=True) if p]
+
+    def vjp(ct_: Any, out_: Any, *present_inputs: Any) -> list[Any]:
+        it = iter(present_inputs)
+        grads = op.vjp(ct_, out_, [next(it) if p else None for p in present], tuple(attrs))
+        return [g for g, p in zip(grads, perturbed, strict=True) if p]
+
+    wanted = _over_batch(vjp, batch)(ct, out, *(x for x in inputs if x is not None))
     return [None] * n + [
         None if not lin else ad.Zero(t.aval) if g is None else g
         for g, t, lin in zip(wanted, ts, linear, strict=True)
@@ -222,10 +262,15 @@ def _transpose(
 
 
 def _batch(operands: Sequence[Any], dims: Sequence[Any], **params: Any) -> tuple[Any, int]:
-    """``jax.vmap`` (and ``jax.jacfwd``): the jvp of batched arrays, made of batchable ops."""
+    """``jax.vmap`` (and ``jax.jacfwd``, ``jax.grad`` of a vmap): the same map over one more
+    leading dimension of every operand (unbatched ones broadcast), so that it stays the op's
+    linearization, which reverse mode transposes into its vjp, mapped over the batch."""
     import jax
 
-    def one(*operands_: Any) -> Any:
-        return _evaluate(operands_, **params)
-
-    return jax.vmap(one, in_axes=tuple(dims), out_axes=0)(*operands), 0
+    size = next(x.shape[d] for x, d in zip(operands, dims, strict=True) if d is not None)
+    batched = tuple(
+        jax.numpy.broadcast_to(x, (size, *x.shape)) if d is None else jax.numpy.moveaxis(x, d, 0)
+        for x, d in zip(operands, dims, strict=True)
+    )
+    params = {k: v for k, v in params.items() if k != "jvp"}
+    return _bind(batched, **{**params, "batch": params["batch"] + 1}), 0

@@ -28,7 +28,7 @@ from __future__ import annotations
 from typing import Any
 
 from ._adapter import AUTOGRAD, FRAMEWORK, LIBRARY, Adapter, AllocatingAdapter
-from ._bound_op import BoundOp, check_layout, check_overlap
+from ._bound_op import BoundOp, check_layout, check_one_device, check_overlap
 from ._spec import Shape
 
 try:
@@ -206,6 +206,8 @@ class TorchAdapter(AllocatingAdapter):
                 "under torch.no_grad()"
             )
         out_variant(out, *inputs, *attrs)  # bumps out's version counter
+        if type(out) is not _Tensor and not _dynamo_compiling():
+            _increment_version((out,))  # a subclass's dispatch bumped the tensors it holds, not it
         return out
 
     def check_out(self, out: Any, arg_name: str) -> None:
@@ -241,8 +243,8 @@ class TorchAdapter(AllocatingAdapter):
                 f"PyTorch's dispatcher can run, but this call runs on {runner.array_name} (its first "
                 "input's framework): pass the first input as a torch.Tensor, or a plain tensor"
             )
-        _check_not_escaped(a, arg_name)
         if torch._C._functorch.is_functorch_wrapped_tensor(a):
+            _check_not_escaped(a, arg_name)
             raise TypeError(
                 f"{arg_name} is a torch.func transform's tensor (vmap, grad, jvp, ...), but this "
                 f"call runs on {runner.array_name} (its first input's framework), which the "
@@ -334,11 +336,7 @@ def _check_fake(op: BoundOp, args: tuple[Any, ...], out: Any = None) -> None:
     for name, t, rows in named:
         if not t.is_contiguous():  # guard-free on the common path under torch.compile
             check_layout(name, tuple(t.shape), tuple(t.stride()), rows)
-    if len({t.device for _, t, _ in named}) > 1:
-        raise ValueError(
-            f"{op.name}: every array must be on one device; got "
-            + ", ".join(f"{n} on {t.device}" for n, t, _ in named)
-        )
+    check_one_device(op, [(name, t.device) for name, t, _ in named])
 
 
 def _dtype_name(dtype: Any) -> str:

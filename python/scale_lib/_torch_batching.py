@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from ._bound_op import BoundOp, sharding_of
+from ._bound_op import BoundOp, check_one_device, sharding_of
 
 
 def register(op: BoundOp, qualname: str, functional: Any, library: Any) -> None:
@@ -58,10 +58,12 @@ def _rule(op: BoundOp, functional: Any) -> Any:
             )
             return functional(*folded, *attrs), 0
         if size == 0:  # no example to run: the fake implementation gives one's result
+            named = [(name, t.device) for name, t in zip(op.input_names, moved, strict=True) if t is not None]
+            check_one_device(op, named)  # (which the meta examples below cannot tell)
             example = functional(*(_meta_example(t, b) for t, b in zip(moved, batched, strict=True)), *attrs)
             return moved[0].new_empty((0, *example.shape), dtype=example.dtype), 0
-        results = [
-            functional(*(t[i] if b else t for t, b in zip(moved, batched, strict=True)), *attrs)
+        results = [  # an example of a batch not in dimension 0 is strided: made contiguous
+            functional(*(t[i].contiguous() if b else t for t, b in zip(moved, batched, strict=True)), *attrs)
             for i in range(size)
         ]
         return torch.stack(results), 0
@@ -79,10 +81,10 @@ def _folds(op: BoundOp, sharding: Any, batched: tuple[bool, ...], moved: tuple[A
         return False  # a per-example weight: the kernel takes one weight for all its rows
     x = moved[0]
     ndim = x.ndim - 1 if batched[0] else x.ndim
-    kept = sharding.output_dims(ndim)
-    # Every leading dimension of x is a leading dimension of the output, in order: the batch
-    # stays one. An output summed over rows (a weight gradient) would sum over the batch too.
-    return ndim >= 1 and kept[: ndim - 1] == list(range(ndim - 1))
+    # Every leading dimension of the folded x (the batch, then an example's) is a leading
+    # dimension of the output, in order: the batch stays one. An output summed over rows (a
+    # weight gradient) would sum over the batch too, also where an example is one row.
+    return ndim >= 1 and sharding.output_dims(ndim + 1)[:ndim] == list(range(ndim))
 
 
 def _meta_example(t: Any, batched: bool) -> Any:
