@@ -230,7 +230,7 @@ class TorchAdapter(AllocatingAdapter):
                 "PyTorch allows to be written only inside inference mode: write into it there, or "
                 f"into {arg_name}.clone()"
             )
-        if _forward_ad._current_level >= 0 and _forward_ad.unpack_dual(out).tangent is not None:
+        if _torch_autograd.has_tangent((out,)):
             raise TypeError(
                 f"{arg_name} is a forward-mode dual tensor: out= would leave its tangent stale. Call "
                 "without out= and use the result"
